@@ -1,0 +1,30 @@
+# Builds the cuda_extension module from binding.cpp and the generated kernels/ pairs, for the
+# arch in FUSETUNE_ARCH, including the templates the tuner timed (FUSETUNE_TEMPLATES).
+# Run by `fusetune build`; by hand: FUSETUNE_ARCH=sm_90 python3 setup.py build_ext --inplace
+import glob
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+here = os.path.dirname(os.path.abspath(__file__))
+arch = os.environ.get("FUSETUNE_ARCH", "sm_90")
+cc = arch.replace("sm_", "")
+templates = os.environ.get("FUSETUNE_TEMPLATES", os.path.join(here, "..", "templates")).split(os.pathsep)
+os.environ["TORCH_CUDA_ARCH_LIST"] = cc[:-1] + "." + cc[-1]
+
+os.chdir(here)
+sources = ["binding.cpp"] + sorted(glob.glob("kernels/*_binding.cpp")) + sorted(glob.glob("kernels/*.cu"))
+
+setup(
+    name="cuda_extension",
+    ext_modules=[
+        CUDAExtension(
+            "cuda_extension",
+            sources,
+            include_dirs=[os.path.join(here, "kernels")] + templates,
+            extra_compile_args={"cxx": ["-O3", "-std=c++17"], "nvcc": ["-O3", "-std=c++17"]},
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)

@@ -1,0 +1,46 @@
+// Device helpers that the generated fused expressions call, written to match PyTorch's
+// definitions (NaN propagation included) in fp32.
+#pragma once
+
+namespace fusetune {
+
+__device__ __forceinline__ bool isnan_(float x) { return x != x; }
+__device__ __forceinline__ float relu(float x) { return x > 0.f || isnan_(x) ? x : 0.f; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float gelu_erf(float x) {
+  return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+}
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + tanhf(inner));
+}
+__device__ __forceinline__ float elu(float x, float alpha, float scale, float input_scale) {
+  return x > 0.f ? scale * x : scale * alpha * expm1f(x * input_scale);
+}
+__device__ __forceinline__ float leaky_relu(float x, float slope) { return x > 0.f ? x : x * slope; }
+__device__ __forceinline__ float clamp_min(float x, float lo) { return isnan_(x) ? x : fmaxf(x, lo); }
+__device__ __forceinline__ float clamp_max(float x, float hi) { return isnan_(x) ? x : fminf(x, hi); }
+__device__ __forceinline__ float maximum(float a, float b) { return isnan_(a) || isnan_(b) ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ float minimum(float a, float b) { return isnan_(a) || isnan_(b) ? a + b : fminf(a, b); }
+__device__ __forceinline__ float sign(float x) { return (float)(x > 0.f) - (float)(x < 0.f); }
+__device__ __forceinline__ float pow_(float x, float e) {
+  if (e == 2.f) return x * x;
+  if (e == 1.f) return x;
+  if (e == 0.5f) return sqrtf(x);
+  return powf(x, e);
+}
+
+// Element of a broadcast or strided input slot at linear output index idx.
+template <int RANK, class Args>
+__device__ __forceinline__ float load_strided(const Args& a, int slot, long long idx) {
+  long long offset = 0;
+#pragma unroll
+  for (int d = RANK - 1; d >= 0; --d) {
+    const long long size = a.size[slot][d];
+    offset += (idx % size) * a.stride[slot][d];
+    idx /= size;
+  }
+  return a.ptr[slot][offset];
+}
+
+}  // namespace fusetune

@@ -1,0 +1,86 @@
+// Plain tiled fp32 GEMM (SIMT, no tensor cores) with a fused elementwise epilogue:
+// C[b, m, n] = Op(sum_k A[b, m, k] * B[b, k, n], ...). A is slot 0 and B slot 1, each read through
+// its strides (transposes and broadcast batches cost no copy); edges are predicated.
+// Tuning parameters: the BM x BN x BK block tile and the TM x TN outputs of each thread.
+#pragma once
+#include "fusetune_args.h"
+#include "fused_math.cuh"
+
+namespace fusetune {
+
+// Loads a ROWS x COLS tile of a strided matrix into smem[COLS][ROWS + PAD] (transposed for A,
+// whose rows are then read along a warp) or smem[ROWS][COLS + PAD]; the loop order follows the
+// unit-stride dimension so that a warp's loads coalesce.
+template <int ROWS, int COLS, int THREADS, bool TRANSPOSE, int LD>
+__device__ __forceinline__ void load_tile(float* smem, const float* g, long long rs, long long cs,
+                                          long long r0, long long c0, long long rmax, long long cmax) {
+  const bool cols_fast = cs == 1 || rs != 1;
+#pragma unroll
+  for (int e = threadIdx.x; e < ROWS * COLS; e += THREADS) {
+    const int r = cols_fast ? e / COLS : e % ROWS;
+    const int c = cols_fast ? e % COLS : e / ROWS;
+    const long long gr = r0 + r, gc = c0 + c;
+    const float v = (gr < rmax && gc < cmax) ? g[gr * rs + gc * cs] : 0.f;
+    if (TRANSPOSE) smem[c * LD + r] = v; else smem[r * LD + c] = v;
+  }
+}
+
+template <int BM, int BN, int BK, int TM, int TN, class Op>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) gemm_kernel(const KernelArgs a) {
+  constexpr int RT = BM / TM, CT = BN / TN, THREADS = RT * CT;
+  constexpr int LDA = BM + 4, LDB = BN + 4;
+  __shared__ float As[BK * LDA];
+  __shared__ float Bs[BK * LDB];
+  const long long M = a.m, N = a.n, K = a.k, bz = blockIdx.z;
+  const long long row0 = (long long)blockIdx.y * BM, col0 = (long long)blockIdx.x * BN;
+  const float* A = a.ptr[0] + bz * a.stride[0][0];
+  const float* B = a.ptr[1] + bz * a.stride[1][0];
+  const int tr = threadIdx.x / CT, tc = threadIdx.x % CT;
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+  for (long long k0 = 0; k0 < K; k0 += BK) {
+    load_tile<BM, BK, THREADS, true, LDA>(As, A, a.stride[0][1], a.stride[0][2], row0, k0, M, K);
+    load_tile<BK, BN, THREADS, false, LDB>(Bs, B, a.stride[1][1], a.stride[1][2], k0, col0, K, N);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float ra[TM], rb[TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) ra[i] = As[kk * LDA + tr + i * RT];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) rb[j] = Bs[kk * LDB + tc + j * CT];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const long long row = row0 + tr + i * RT;
+    if (row >= M) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const long long col = col0 + tc + j * CT;
+      if (col >= N) continue;
+      const long long idx = (bz * M + row) * N + col;
+      float x[Op::kIn];
+      float y[Op::kOut];
+      x[0] = acc[i][j];
+#pragma unroll
+      for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][idx];
+      Op::apply(a, idx, x, y);
+#pragma unroll
+      for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx] = y[o];
+    }
+  }
+}
+
+}  // namespace fusetune

@@ -1,0 +1,22 @@
+// Emission of the tuned model: extension/kernels/<group>.cu + <group>_binding.cpp pairs that
+// include the very templates the tuner timed, the tuned-constants header made from best.json,
+// and model_new.py whose forward calls only the custom ops.
+#pragma once
+#include <map>
+#include <string>
+
+#include "graph.h"
+#include "json.h"
+#include "plan.h"
+
+namespace fusetune {
+
+// Writes the kernel pairs for every group (removing any other kernel file) and model_new.py.
+// `templates` maps each family to the template header its search space names.
+void emit_extension(const Graph& g, const Plan& plan, const std::string& out_dir, const std::string& model_path,
+                    const std::map<std::string, std::string>& templates);
+// tuned_constants.h: one namespace per group with the winning parameters as constexpr ints.
+std::string tuned_constants_header(const json& best);
+std::string op_hash(const Group& g);
+
+}  // namespace fusetune

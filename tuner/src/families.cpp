@@ -1,0 +1,43 @@
+// The family registry and the one place that turns a group's slots into kernel arguments.
+#include "families.h"
+
+#include "error.h"
+
+namespace fusetune {
+
+const Family& elementwise_family();
+const Family& gemm_family();
+
+std::vector<const Family*> all_families() { return {&elementwise_family(), &gemm_family()}; }
+
+const Family& family_by_name(const std::string& name) {
+  for (const Family* f : all_families())
+    if (f->name() == name) return *f;
+  FT_THROW("unknown kernel family " + name);
+}
+
+const Family* family_anchoring(const std::string& op) {
+  for (const Family* f : all_families())
+    if (f->anchors(op)) return f;
+  return nullptr;
+}
+
+KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base) {
+  KernelArgs a{};
+  for (size_t s = 0; s < g.slots.size(); ++s) {
+    const Layout& l = g.slots[s].layout;
+    a.ptr[s] = slot_base.empty() ? nullptr : slot_base[s] + l.offset;
+    for (size_t d = 0; d < l.sizes.size(); ++d) {
+      a.size[s][d] = l.sizes[d];
+      a.stride[s][d] = l.strides[d];
+    }
+  }
+  a.numel = g.numel();
+  a.m = g.m;
+  a.n = g.n;
+  a.k = g.k;
+  a.batch = g.batch;
+  return a;
+}
+
+}  // namespace fusetune

@@ -1,0 +1,56 @@
+// Kernel families: each one is a template header in templates/, a search space in
+// configs/<family>.json (which names the header) and the rules below (what it anchors, how it
+// launches). Adding a family means adding one of these, not touching the pipeline.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fusetune_args.h"
+#include "launch.h"
+#include "ops.h"
+#include "plan.h"
+#include "space.h"
+
+namespace fusetune {
+
+using LayoutOf = std::function<const Layout&(const std::string& value)>;
+// A parameter's value in generated code: a number for the tuner, a constant name for the extension.
+using ParamText = std::function<std::string(const std::string& param)>;
+
+class Family {
+ public:
+  virtual ~Family() = default;
+  virtual std::string name() const = 0;
+  // Planner rule: ops that start a group of this family (none for plain elementwise chains).
+  virtual bool anchors(const std::string& op) const { return false; }
+  // Fills the group's operands (a, b) and problem size for anchor node n and records the
+  // other tensors the anchor reads; returns false with `why` when this form is not supported.
+  virtual bool plan_anchor(const Node& n, const std::vector<int64_t>& out_shape, const LayoutOf& layout_of,
+                           Group& g, Layout& a, Layout& b, std::map<std::string, Layout>& loaded,
+                           std::string& why) const {
+    why = "not an anchor";
+    return false;
+  }
+  // The anchor's own elementwise part (e.g. addmm's beta * bias + alpha * product); x[0] is the product.
+  virtual std::string anchor_expr(const Node& n, const ArgExpr& arg) const { return "x[0]"; }
+  // The kernel instance, e.g. fusetune::gemm_kernel<64, 64, 8, 4, 4, fusetune_gen::g0_op>.
+  virtual std::string kernel_instance(const Group& g, const ParamText& p) const = 0;
+  virtual LaunchDims launch(const Group& g, const Config& c) const = 0;
+  // C++ expression computing the LaunchDims in the extension, in terms of `args` and p().
+  virtual std::string launch_expr(const Group& g, const ParamText& p) const = 0;
+  virtual double flops(const Group& g) const = 0;
+  // Precision of the arithmetic for the given policy (recorded with every result).
+  virtual std::string precision(const std::string& policy) const { return "fp32"; }
+};
+
+const Family& family_by_name(const std::string& name);
+const Family* family_anchoring(const std::string& op);
+std::vector<const Family*> all_families();
+
+// The KernelArgs a group's kernel takes, given each slot's base pointer (null in the tuner's
+// template, filled by the worker or the binding).
+KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base);
+
+}  // namespace fusetune

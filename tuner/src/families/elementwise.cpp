@@ -1,0 +1,30 @@
+// The elementwise family: a fused chain with no anchor, one thread per VEC * ILP elements.
+#include "families.h"
+
+namespace fusetune {
+
+namespace {
+
+class Elementwise : public Family {
+ public:
+  std::string name() const override { return "elementwise"; }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::elementwise_kernel<" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return elementwise_launch((int)c.at("BLOCK"), (int)c.at("VEC"), (int)c.at("ILP"), g.numel());
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::elementwise_launch(" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", args.numel)";
+  }
+  double flops(const Group& g) const override { return (double)g.numel() * (double)g.ops.size(); }
+};
+
+}  // namespace
+
+const Family& elementwise_family() {
+  static const Elementwise f;
+  return f;
+}
+
+}  // namespace fusetune

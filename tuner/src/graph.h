@@ -1,0 +1,61 @@
+// The captured model graph (graph.json written by tuner/py/fusetune_py/capture.py): core ATen
+// nodes over named values with shapes, strides and kinds.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "json.h"
+
+namespace fusetune {
+
+struct ValueInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  std::string dtype;
+  std::string kind;  // input, parameter, buffer, constant, intermediate, tuple
+  int index = -1;    // position among user inputs
+  std::string target;  // attribute path of a parameter, buffer or constant
+
+  int64_t numel() const;
+};
+
+struct Node {
+  std::string name;  // also the name of its output value
+  std::string op;    // e.g. aten.addmm.default
+  json args;         // array; tensors as {"value": name}
+  json kwargs;       // object
+  std::string source;  // "model.py:14: return ..."
+};
+
+struct Graph {
+  std::string model_path;
+  std::string model_sha256;
+  bool training = false;
+  json init_args;
+  json init_signature;  // {"def": "(self, a, b)", "call": "a, b"} of Model.__init__
+  std::string torch_version;
+  int64_t seed = 0;
+  std::map<std::string, ValueInfo> values;
+  std::vector<Node> nodes;
+  std::vector<std::string> outputs;
+  json mutations;  // buffers or inputs that forward updates in place (e.g. BatchNorm running stats)
+
+  static Graph load(const std::string& path);
+  static Graph from_json(const json& j);
+  const ValueInfo& value(const std::string& name) const;
+  // User inputs in call order.
+  std::vector<const ValueInfo*> inputs() const;
+};
+
+// Helpers for node arguments.
+bool is_value_ref(const json& arg);
+std::string value_ref(const json& arg);
+bool is_number(const json& arg);
+double number(const json& arg);  // also decodes {"float": "inf"}
+// Argument `i` of a node, or kwargs[name], or null when absent.
+const json& node_arg(const Node& n, size_t i, const char* name);
+
+}  // namespace fusetune

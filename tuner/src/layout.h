@@ -1,0 +1,39 @@
+// Strided views over materialized tensors, and the ATen view ops that transform them, so that
+// transposes, reshapes and broadcasts are read through strides instead of copied.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+
+namespace fusetune {
+
+struct Layout {
+  std::string base;  // the value that owns the memory
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+
+  static Layout contiguous(const std::string& base, const std::vector<int64_t>& sizes);
+  bool is_contiguous() const;  // row-major dense with offset 0 (size-1 dims ignored)
+  int64_t numel() const;
+  bool operator==(const Layout& o) const {
+    return base == o.base && sizes == o.sizes && strides == o.strides && offset == o.offset;
+  }
+};
+
+bool is_view_op(const std::string& op);
+bool is_identity_op(const std::string& op);  // clone, alias, _to_copy to float32, ...
+
+// Applies view node n to layout `in`; empty when the result cannot be expressed as strides over
+// the same memory (e.g. a reshape of a transposed tensor).
+std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vector<int64_t>& out_shape);
+
+// Aligns `in` to `shape` by broadcasting (right-aligned; stride 0 where it repeats).
+std::optional<Layout> broadcast_to(const Layout& in, const std::vector<int64_t>& shape);
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+
+}  // namespace fusetune

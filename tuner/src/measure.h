@@ -1,0 +1,17 @@
+// The measuring worker: a separate process (`fusetune _worker --job FILE`) that loads a group's
+// tensors on the GPU, then checks and times candidates one by one, printing one line per event
+// on stdout. A candidate that faults ends the process; the parent restarts it for the rest.
+#pragma once
+#include <string>
+
+#include "json.h"
+
+namespace fusetune {
+
+// Lines the worker prints: "ready <json>", "begin <name>", "result <json>".
+int run_measure_worker(const std::string& job_path);
+
+// Summary statistics of timing samples (milliseconds).
+json time_stats(std::vector<double> samples);
+
+}  // namespace fusetune

@@ -1,0 +1,24 @@
+// The elementwise ATen ops fusetune can fuse, and the fp32 CUDA expression each one becomes.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+
+namespace fusetune {
+
+// Positional index or keyword name of a node argument -> its CUDA expression: an operand
+// (a fused value or a tensor load), a float literal for a number, or "" when absent/None.
+using ArgExpr = std::function<std::string(size_t index, const char* kwarg)>;
+
+bool is_elementwise_op(const std::string& op);
+// Positions (and keyword names) of a node's tensor operands, for the planner to resolve.
+std::vector<std::pair<size_t, std::string>> tensor_operands(const Node& n);
+// The fp32 expression computing node n from its argument expressions.
+std::string elementwise_expr(const Node& n, const ArgExpr& arg);
+// A float literal that reads back exactly (inf and nan included).
+std::string float_literal(double v);
+std::vector<std::string> supported_elementwise_ops();
+
+}  // namespace fusetune

@@ -1,0 +1,259 @@
+// The stages of a fusetune run. Outputs (results/best.json, extension/, model_new.py) are
+// written only once the stage producing them succeeded; work files live in <out>/.fusetune.
+#include "pipeline.h"
+
+#include <cstdlib>
+#include <regex>
+
+#include "driver.h"
+#include "emit.h"
+#include "error.h"
+#include "families.h"
+#include "graph.h"
+#include "plan.h"
+#include "results.h"
+#include "util.h"
+
+#ifndef FUSETUNE_SOURCE_DIR
+#define FUSETUNE_SOURCE_DIR "."
+#endif
+
+namespace fusetune {
+
+namespace {
+
+struct Paths {
+  std::string out, work, tensors, cache, best, log;
+  explicit Paths(const Options& o)
+      : out(absolute_path(o.out)),
+        work(path_join(out, ".fusetune")),
+        tensors(path_join(work, "tensors")),
+        cache(path_join(work, "cache")),
+        best(path_join(out, "results/best.json")),
+        log(path_join(work, "fusetune.log")) {}
+};
+
+std::string python() {
+  const char* p = std::getenv("FUSETUNE_PYTHON");
+  return p && *p ? p : "python3";
+}
+
+// Runs a helper of tuner/py; it prints its own one-line error, so failing is enough here.
+void run_python(const std::string& module, std::vector<std::string> args, const std::string& what) {
+  std::vector<std::string> argv = {python(), "-m", "fusetune_py." + module};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string pp = "PYTHONPATH=" + path_join(fusetune_home(), "tuner/py") + (old && *old ? std::string(":") + old : "");
+  const int rc = run_process(argv, {pp});
+  if (rc != 0) FT_USER_ERROR(what + " failed (exit status " + std::to_string(rc) + ")");
+}
+
+Graph capture(const Options& o, const Paths& p) {
+  if (!file_exists(o.model)) FT_USER_ERROR("model file " + o.model + " does not exist");
+  make_dirs(p.work);
+  run_python("capture", {"--model", absolute_path(o.model), "--out", p.work, "--seed", std::to_string(o.search.seed)},
+             "capturing " + o.model);
+  return Graph::load(path_join(p.work, "graph.json"));
+}
+
+std::map<std::string, int64_t> numels(const Graph& g) {
+  std::map<std::string, int64_t> n;
+  for (const auto& [name, v] : g.values) n[name] = v.numel();
+  return n;
+}
+
+DeviceInfo check_device(const Options& o) {
+  const DeviceInfo dev = query_device(0);
+  if (dev.arch() != o.arch)
+    FT_USER_ERROR("--arch " + o.arch + " does not match the GPU present (" + dev.name + ", " + dev.arch() + ")");
+  return dev;
+}
+
+// Saves the group inputs and PyTorch's reference outputs, unless the same data is already there.
+json make_tensors(const Options& o, const Paths& p, const Graph& g, const Plan& plan, const std::string& data_key) {
+  json names = json::array();
+  for (const Group& gr : plan.groups) {
+    for (const auto& v : gr.input_values()) names.push_back(v);
+    for (const auto& out : gr.outputs) names.push_back(out.value);
+  }
+  const std::string index_path = path_join(p.tensors, "tensors.json"), key_path = path_join(p.tensors, "data_key");
+  if (file_exists(index_path) && file_exists(key_path) && read_file(key_path) == data_key) {
+    json index = json::parse(read_file(index_path));
+    bool complete = true;
+    for (const auto& n : names) complete = complete && index.contains(n.get<std::string>());
+    if (complete) return index;
+  }
+  const std::string names_path = path_join(p.work, "tensor_names.json");
+  write_file_atomic(names_path, names.dump());
+  run_python("tensors", {"--work", p.work, "--names", names_path, "--out", p.tensors}, "computing reference tensors");
+  write_file_atomic(key_path, data_key);
+  return json::parse(read_file(index_path));
+}
+
+std::vector<std::string> template_dirs(const Options& o) {
+  std::vector<std::string> dirs;
+  for (const auto& d : o.template_dirs) dirs.push_back(absolute_path(d));
+  dirs.push_back(path_join(fusetune_home(), "templates"));
+  return dirs;
+}
+
+}  // namespace
+
+std::string fusetune_home() {
+  const char* h = std::getenv("FUSETUNE_HOME");
+  return absolute_path(h && *h ? h : FUSETUNE_SOURCE_DIR);
+}
+
+void validate(Options& o) {
+  if (!std::regex_match(o.arch, std::regex("sm_[0-9]+a?")))
+    FT_USER_ERROR("--arch must look like sm_90, got '" + o.arch + "'");
+  if (o.precision != "tf32" && o.precision != "fp32")
+    FT_USER_ERROR("--precision must be tf32 or fp32, got '" + o.precision + "'");
+  o.search.precision = o.precision;
+  if (!(o.search.atol >= 0) || !(o.search.rtol >= 0)) FT_USER_ERROR("--atol and --rtol must be non-negative");
+  if (o.search.workers < 1) FT_USER_ERROR("--workers must be at least 1");
+  if (o.trials < 1) FT_USER_ERROR("--trials must be at least 1");
+  if (o.configs_dir.empty()) o.configs_dir = path_join(fusetune_home(), "configs");
+  for (const auto& d : o.template_dirs)
+    if (!file_exists(d)) FT_USER_ERROR("template folder " + d + " does not exist");
+}
+
+Graph capture_model(const Options& o) { return capture(o, Paths(o)); }
+
+void stage_plan(const Options& o) {
+  const Paths p(o);
+  const Graph g = capture(o, p);
+  std::printf("%s\n", plan_graph(g).to_json().dump(2).c_str());
+}
+
+void stage_compile(const Options& o) {
+  const Paths p(o);
+  const Graph g = capture(o, p);
+  const Plan plan = plan_graph(g);
+  Compiler compiler(template_dirs(o), o.arch, p.cache);
+  SearchContext ctx;
+  ctx.configs_dir = o.configs_dir;
+  int failed = 0, total = 0;
+  for (const Group& gr : plan.groups) {
+    std::vector<CompileJob> jobs;
+    const SearchSpace space = load_space(ctx, gr.family);
+    for (const Config& c : space.enumerate()) jobs.push_back(candidate_job(gr, c, space.template_file));
+    for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
+      ++total;
+      if (!r.ok) {
+        ++failed;
+        std::fprintf(stderr, "%s %s: compile error\n%s\n", gr.id.c_str(), r.name.c_str(), r.log.c_str());
+      }
+    }
+  }
+  std::printf("%d groups, %d candidates compiled for %s, %d failed\n", (int)plan.groups.size(), total, o.arch.c_str(), failed);
+  if (failed) FT_USER_ERROR(std::to_string(failed) + " candidates do not compile");
+}
+
+namespace {
+
+struct Searched {
+  Graph graph;
+  Plan plan;
+  json best;
+};
+
+// Capture, plan, reference tensors and the search of every group; writes results/best.json.
+Searched search_all(const Options& o, const Paths& p) {
+  Progress progress(p.log);
+  progress.log("fusetune: capturing " + o.model);
+  const Graph g = capture(o, p);
+  const Plan plan = plan_graph(g);
+  progress.log("planned " + std::to_string(plan.groups.size()) + " kernel groups");
+  const DeviceInfo dev = check_device(o);
+  const std::string data_key = g.model_sha256 + "/" + std::to_string(o.search.seed) + "/" + g.torch_version + "/" +
+                               sha256_hex(plan.to_json().dump());
+  SearchContext ctx;
+  ctx.template_dirs = template_dirs(o);
+  ctx.configs_dir = o.configs_dir;
+  ctx.work_dir = p.work;
+  ctx.tensors_dir = p.tensors;
+  ctx.arch = o.arch;
+  ctx.data_key = data_key;
+  ctx.device = json{{"name", dev.name}};
+  progress.log("computing reference tensors");
+  ctx.tensor_index = make_tensors(o, p, g, plan, data_key);
+  Compiler compiler(ctx.template_dirs, o.arch, p.cache);
+  ctx.compiler = &compiler;
+
+  json groups = json::array();
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    json r = search_group(plan.groups[i], ctx, o.search, progress, (int)i, (int)plan.groups.size());
+    if (r["best"].is_null())
+      FT_USER_ERROR("no candidate of group " + plan.groups[i].id + " passed the correctness check; see " + p.log);
+    groups.push_back(std::move(r));
+  }
+  json best = make_best_json(o, g, plan, groups, ctx, numels(g));
+  write_file_atomic(p.best, best.dump(1));
+  progress.log("wrote " + p.best);
+  return Searched{g, plan, best};
+}
+
+}  // namespace
+
+void stage_search(const Options& o) { search_all(o, Paths(o)); }
+
+void stage_tune(const Options& o) {
+  const Paths p(o);
+  const Searched s = search_all(o, p);
+  std::map<std::string, std::string> templates;
+  for (const json& gr : s.best.at("groups")) templates[gr.at("family")] = gr.at("template");
+  emit_extension(s.graph, s.plan, p.out, o.model, templates);
+  std::fprintf(stderr, "generated extension/kernels and model_new.py\n");
+  stage_build(o);
+  if (o.verify) stage_verify(o);
+  if (o.profile) stage_profile(o);
+}
+
+void stage_build(const Options& o) {
+  const Paths p(o);
+  if (!file_exists(p.best)) FT_USER_ERROR(p.best + " does not exist: run fusetune on the model first");
+  const json best = json::parse(read_file(p.best));
+  check_fingerprint(best, o, template_dirs(o));
+  const std::string ext = path_join(p.out, "extension");
+  const std::string home_ext = path_join(fusetune_home(), "extension");
+  for (const auto* f : {"binding.cpp", "binding_registry.h", "setup.py"})
+    write_file_if_changed(path_join(ext, f), read_file(path_join(home_ext, f)));
+  check_kernel_sources(best, path_join(ext, "kernels"));
+  write_file_if_changed(path_join(ext, "kernels/tuned_constants.h"), tuned_constants_header(best));
+  std::string dirs;
+  for (const auto& d : template_dirs(o)) dirs += (dirs.empty() ? "" : ":") + d;
+  std::fprintf(stderr, "building cuda_extension for %s in %s\n", o.arch.c_str(), ext.c_str());
+  const int rc = run_process({python(), path_join(ext, "setup.py"), "-q", "build_ext", "--inplace"},
+                             {"FUSETUNE_ARCH=" + o.arch, "FUSETUNE_TEMPLATES=" + dirs,
+                              "MAX_JOBS=" + std::to_string(o.search.workers)});
+  if (rc != 0) FT_USER_ERROR("building the extension failed (exit status " + std::to_string(rc) + ")");
+}
+
+void stage_verify(const Options& o) {
+  const Paths p(o);
+  const std::string out = path_join(p.work, "verify.json");
+  std::remove(out.c_str());
+  run_python("verify", {"verify", "--model", absolute_path(o.model), "--model-new", path_join(p.out, "model_new.py"),
+                        "--seed", std::to_string(o.search.seed), "--trials", std::to_string(o.trials), "--atol",
+                        format_float(o.search.atol), "--rtol", format_float(o.search.rtol), "--out", out},
+             "verification");
+  const json v = json::parse(read_file(out));
+  record_end_to_end(p.best, "verify", v);
+  print_verify(v);
+  if (!v.value("ok", false)) FT_USER_ERROR("ModelNew does not match Model; details in " + p.best);
+}
+
+void stage_profile(const Options& o) {
+  const Paths p(o);
+  const std::string out = path_join(p.work, "profile.json");
+  std::remove(out.c_str());
+  run_python("verify", {"profile", "--model", absolute_path(o.model), "--model-new", path_join(p.out, "model_new.py"),
+                        "--seed", std::to_string(o.search.seed), "--out", out},
+             "profiling");
+  const json prof = json::parse(read_file(out));
+  record_end_to_end(p.best, "profile", prof);
+  print_profile(prof, json::parse(read_file(p.best)));
+}
+
+}  // namespace fusetune

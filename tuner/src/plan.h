@@ -1,0 +1,62 @@
+// Planning: splits the captured graph into kernel groups. A group has an optional anchor (a
+// matrix product for the gemm family) and a fused chain of elementwise ops; views are read
+// through strides. Each group knows its tensor slots and the generated Op that fuses its chain.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "json.h"
+#include "layout.h"
+
+namespace fusetune {
+
+enum class Access { Operand, Full, Strided, Output };
+const char* access_name(Access a);
+
+struct Slot {
+  Layout layout;  // for outputs: contiguous over the output value
+  Access access;
+};
+
+struct GroupOutput {
+  std::string value;
+  std::string var;  // the C++ variable holding it inside Op::apply
+  std::vector<int64_t> shape;
+};
+
+struct Group {
+  std::string id;      // g0, g1, ... in execution order
+  std::string family;  // elementwise, gemm
+  std::vector<std::string> nodes;
+  std::vector<std::string> ops;
+  std::vector<int64_t> index_shape;
+  std::vector<Slot> slots;
+  std::vector<GroupOutput> outputs;
+  int64_t m = 0, n = 0, k = 0, batch = 0;  // gemm only
+  int full_slot = 0, n_full = 0, out_slot = 0;  // slot ranges the templates load/store
+  std::string op_struct;  // generated `struct <id>_op { ... };`
+
+  int64_t numel() const;
+  std::string op_type() const { return "fusetune_gen::" + id + "_op"; }
+  // Distinct materialized input values, in first-slot order: the kernel's tensor arguments.
+  std::vector<std::string> input_values() const;
+  int64_t bytes_moved(const std::map<std::string, int64_t>& value_numel) const;
+  json to_json() const;
+  // Reads back what to_json wrote (everything but the generated Op).
+  static Group from_json(const json& j);
+};
+
+struct Plan {
+  std::vector<Group> groups;
+  // Graph output i is returned as this materialized value (a group output, input or parameter).
+  std::vector<std::string> outputs;
+  json to_json() const;
+};
+
+// Throws UserError naming the op and the model line when something cannot be lowered.
+Plan plan_graph(const Graph& g);
+
+}  // namespace fusetune

@@ -1,0 +1,35 @@
+// results/best.json: the review artifact. Schema (version 1) is documented in the README:
+// fingerprint, options, per group the winner and every candidate's outcome, end to end timings.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "json.h"
+#include "plan.h"
+#include "search.h"
+
+namespace fusetune {
+
+struct Options;
+
+constexpr int kSchemaVersion = 1;
+
+// sha256 of every file in the template folders (a change in any header invalidates results).
+json template_hashes(const std::vector<std::string>& dirs);
+
+json make_best_json(const Options& o, const Graph& g, const Plan& plan, json groups, const SearchContext& ctx,
+                    const std::map<std::string, int64_t>& value_numel);
+
+// Refuses (UserError) a best.json made for another arch, GPU, model file or templates.
+void check_fingerprint(const json& best, const Options& o, const std::vector<std::string>& template_dirs);
+// Refuses kernel sources that are missing or were generated for another plan.
+void check_kernel_sources(const json& best, const std::string& kernels_dir);
+
+// Stores a verify or profile result under end_to_end in best.json (atomically).
+void record_end_to_end(const std::string& best_path, const std::string& key, const json& value);
+void print_verify(const json& v);
+void print_profile(const json& prof, const json& best);
+
+}  // namespace fusetune

@@ -1,0 +1,339 @@
+// Search of one kernel group: compile pool, measuring worker supervision, journal, winner.
+#include "search.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fcntl.h>
+#include <random>
+#include <set>
+
+#include "error.h"
+#include "families.h"
+#include "util.h"
+
+namespace fusetune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+class Journal {
+ public:
+  explicit Journal(std::string path) : path_(std::move(path)) {
+    if (!file_exists(path_)) return;
+    std::string text = read_file(path_);
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) break;  // a line cut by an interruption is ignored
+      try {
+        json j = json::parse(text.substr(start, end - start));
+        entries_[j.at("key").get<std::string>()] = j.at("result");
+      } catch (const json::exception&) {
+      }
+      start = end + 1;
+    }
+  }
+  const json* find(const std::string& key) const {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  void append(const std::string& key, const json& result) {
+    entries_[key] = result;
+    std::FILE* f = std::fopen(path_.c_str(), "a");
+    if (!f) FT_THROW("cannot append to " + path_);
+    std::fprintf(f, "%s\n", json{{"key", key}, {"result", result}}.dump().c_str());
+    std::fclose(f);
+  }
+
+ private:
+  std::string path_;
+  std::map<std::string, json> entries_;
+};
+
+struct Pending {
+  std::string name;
+  std::string key;
+  json job;  // the worker's candidate entry
+};
+
+// Runs the worker over `pending` until each candidate has a result (or the budget runs out).
+class WorkerSupervisor {
+ public:
+  WorkerSupervisor(SearchContext& ctx, const SearchOptions& opt, const Group& g, Journal& journal, Progress& progress,
+                   std::map<std::string, json>& results)
+      : ctx_(ctx), opt_(opt), g_(g), journal_(journal), progress_(progress), results_(results) {}
+
+  void run(std::vector<Pending> pending, Clock::time_point start);
+
+ private:
+  bool run_worker(std::vector<Pending>& pending);
+  void record(const Pending& p, json result);
+
+  SearchContext& ctx_;
+  const SearchOptions& opt_;
+  const Group& g_;
+  Journal& journal_;
+  Progress& progress_;
+  std::map<std::string, json>& results_;
+  double best_ms_ = -1;
+};
+
+void WorkerSupervisor::record(const Pending& p, json result) {
+  result["name"] = p.name;
+  journal_.append(p.key, result);
+  const bool ok = result.value("status", "") == "ok";
+  if (ok) {
+    const double ms = result["time_ms"]["median"].get<double>();
+    if (best_ms_ < 0 || ms < best_ms_) best_ms_ = ms;
+  }
+  results_[p.name] = result;
+  progress_.measured(ok, best_ms_);
+  if (!ok) progress_.log(g_.id + " " + p.name + ": " + result.value("status", "?") + " " + result.value("error", ""));
+}
+
+void WorkerSupervisor::run(std::vector<Pending> pending, Clock::time_point start) {
+  for (const auto& [name, r] : results_)
+    if (r.value("status", "") == "ok") {
+      const double ms = r["time_ms"]["median"].get<double>();
+      if (best_ms_ < 0 || ms < best_ms_) best_ms_ = ms;
+    }
+  int attempts_without_progress = 0;
+  while (!pending.empty()) {
+    if (opt_.budget_seconds > 0 && seconds_since(start) > opt_.budget_seconds) {
+      for (const auto& p : pending)
+        results_[p.name] = json{{"name", p.name}, {"status", "skipped"}, {"error", "search time budget spent"}};
+      progress_.log(g_.id + ": time budget of " + format_float(opt_.budget_seconds) + " s spent; " +
+                    std::to_string(pending.size()) + " candidates not measured");
+      return;
+    }
+    const size_t before = pending.size();
+    const bool ready_seen = run_worker(pending);
+    if (pending.size() == before && ++attempts_without_progress >= 3)
+      FT_THROW(std::string("the measuring worker ") + (ready_seen ? "settles no candidate" : "fails to start") + "; see " +
+               path_join(ctx_.work_dir, "worker.log"));
+  }
+}
+
+// Returns whether the worker got ready; removes every candidate it settled from `pending`.
+bool WorkerSupervisor::run_worker(std::vector<Pending>& pending) {
+  json job = {{"group", g_.to_json()},         {"tensors_dir", ctx_.tensors_dir}, {"tensor_index", ctx_.tensor_index},
+              {"atol", opt_.atol},             {"rtol", opt_.rtol},               {"min_runs", opt_.min_runs},
+              {"min_ms", opt_.min_ms},         {"best_ms", best_ms_ > 0 ? json(best_ms_) : json()}};
+  job["compile"] = {{"include_dirs", ctx_.template_dirs}, {"arch", ctx_.arch},
+                    {"cache_dir", path_join(ctx_.work_dir, "cache")}};
+  job["candidates"] = json::array();
+  for (const auto& p : pending) job["candidates"].push_back(p.job);
+  const std::string job_path = path_join(ctx_.work_dir, "job_" + g_.id + ".json");
+  write_file_atomic(job_path, job.dump());
+
+  int out[2];
+  if (::pipe(out) != 0) FT_THROW("pipe failed");
+  const std::string exe = self_exe(), log_path = path_join(ctx_.work_dir, "worker.log");
+  const pid_t pid = ::fork();
+  if (pid < 0) FT_THROW("fork failed");
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (log >= 0) ::dup2(log, 2);
+    ::close(out[0]);
+    ::setpgid(0, 0);
+    ::execl(exe.c_str(), exe.c_str(), "_worker", "--job", job_path.c_str(), (char*)nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  bool ready = false;
+  std::string current, buffer;
+  auto deadline = Clock::now() + std::chrono::seconds(900);  // uploading tensors can take a while
+  auto settle_current = [&](const std::string& status, const std::string& error) {
+    auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) { return p.name == current; });
+    if (it == pending.end()) return;
+    record(*it, json{{"status", status}, {"error", error}});
+    pending.erase(it);
+    current.clear();
+  };
+  bool timed_out = false;
+  while (true) {
+    const int wait_ms = (int)std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    pollfd pfd{out[0], POLLIN, 0};
+    const int n = ::poll(&pfd, 1, wait_ms);
+    if (n == 0) {
+      timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    char chunk[65536];
+    const ssize_t got = ::read(out[0], chunk, sizeof chunk);
+    if (got <= 0) break;
+    buffer.append(chunk, got);
+    size_t nl;
+    while ((nl = buffer.find('\n')) != std::string::npos) {
+      const std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      const auto sp = line.find(' ');
+      const std::string kind = line.substr(0, sp), rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+      if (kind == "ready") {
+        ready = true;
+        ctx_.device = json::parse(rest).at("device");
+      } else if (kind == "begin") {
+        current = rest;
+      } else if (kind == "result") {
+        const json r = json::parse(rest);
+        auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) { return p.name == r.at("name"); });
+        if (it != pending.end()) {
+          record(*it, r);
+          pending.erase(it);
+        }
+        current.clear();
+      } else if (kind == "timing") {  // the worker's estimate of its timed runs extends the deadline
+        deadline += std::chrono::milliseconds((long)(1.5 * json::parse(rest).at("expected_ms").get<double>()));
+        continue;
+      }
+      deadline = Clock::now() + std::chrono::milliseconds((long)(opt_.candidate_timeout_s * 1000));
+    }
+  }
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string how = WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                              : "exit status " + std::to_string(WEXITSTATUS(status));
+  if (timed_out && !current.empty()) {
+    settle_current("timeout", "no result within " + format_float(opt_.candidate_timeout_s) + " s; worker killed");
+  } else if (!current.empty()) {
+    settle_current("fault", "worker ended (" + how + ") while running this candidate");
+  } else if (!ready && (status != 0 || timed_out)) {
+    progress_.log("measuring worker failed before it was ready (" + how + "); see " + log_path);
+  }
+  return ready;
+}
+
+std::string candidate_key(const SearchContext& ctx, const SearchOptions& opt, const CompileJob& job) {
+  return sha256_hex(ctx.compiler->cache_key(job) + "\n" + ctx.data_key + "\n" + format_float(opt.atol) + "/" +
+                    format_float(opt.rtol) + "\n" + ctx.device.value("name", ""));
+}
+
+// The winner: fastest median; candidates within the spread of the fastest are tied, and the
+// simplest of them (fewest registers x threads, then least shared memory) is preferred.
+json pick_best(const std::vector<json>& candidates) {
+  const json* fastest = nullptr;
+  for (const auto& c : candidates)
+    if (c.value("status", "") == "ok" && !c.contains("early_stop") &&
+        (!fastest || c["time_ms"]["median"] < (*fastest)["time_ms"]["median"]))
+      fastest = &c;
+  if (!fastest) return json();
+  const double fast = (*fastest)["time_ms"]["median"];
+  const double spread = (*fastest)["time_ms"]["p80"].get<double>() - (*fastest)["time_ms"]["p20"].get<double>();
+  const json* pick = fastest;
+  auto cost = [](const json& c) {
+    const json& r = c["resources"];
+    return std::make_pair((long)r["registers"].get<int>() * c.value("threads", 1), r["static_shared_bytes"].get<long>());
+  };
+  for (const auto& c : candidates)
+    if (c.value("status", "") == "ok" && !c.contains("early_stop") && c["time_ms"]["median"].get<double>() <= fast + spread &&
+        cost(c) < cost(*pick))
+      pick = &c;
+  json best = {{"name", (*pick)["name"]}, {"params", (*pick)["params"]}, {"time_ms", (*pick)["time_ms"]}};
+  if (pick != fastest)
+    best["tie"] = "within the timing spread (" + format_float(spread) + " ms) of " + (*fastest)["name"].get<std::string>() +
+                  " (" + format_float(fast) + " ms); the simpler config is kept";
+  return best;
+}
+
+}  // namespace
+
+SearchSpace load_space(const SearchContext& ctx, const std::string& family) {
+  const std::string path = path_join(ctx.configs_dir, family + ".json");
+  if (!file_exists(path)) FT_USER_ERROR("no search space for family " + family + ": " + path + " is missing");
+  return SearchSpace::load(path);
+}
+
+CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file) {
+  const Family& f = family_by_name(g.family);
+  const std::string kernel = f.kernel_instance(g, [&](const std::string& p) { return std::to_string(c.at(p)); });
+  std::string src = "// " + g.id + " " + c.name() + "\n#include \"" + template_file + "\"\n\n" + g.op_struct;
+  return CompileJob{c.name(), src, kernel};
+}
+
+json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index, int count) {
+  const auto start = Clock::now();
+  const Family& family = family_by_name(g.family);
+  const SearchSpace space = load_space(ctx, g.family);
+  std::vector<Config> configs = space.enumerate();
+  const size_t space_size = configs.size();
+  if (space_size == 0) FT_USER_ERROR("the search space of " + g.family + " is empty after its constraints");
+  if (opt.budget_candidates > 0 && (size_t)opt.budget_candidates < configs.size()) {
+    std::mt19937_64 rng(opt.seed);
+    std::shuffle(configs.begin(), configs.end(), rng);
+    configs.resize(opt.budget_candidates);
+  }
+  progress.start_group(index, count, g.id + " " + g.family, (int)configs.size());
+  progress.log(g.id + " (" + g.family + ": " + std::to_string(g.ops.size()) + " ops): " + std::to_string(configs.size()) +
+               " of " + std::to_string(space_size) + " candidates");
+
+  std::vector<CompileJob> jobs;
+  for (const auto& c : configs) jobs.push_back(candidate_job(g, c, space.template_file));
+  const auto compile_start = Clock::now();
+  const auto compiled = ctx.compiler->compile_all(jobs, opt.workers, [&](const CompileResult&) { progress.compiled(); });
+  const double compile_s = seconds_since(compile_start);
+
+  Journal journal(path_join(ctx.work_dir, "journal.jsonl"));
+  std::map<std::string, json> results;
+  std::vector<Pending> pending;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string name = configs[i].name();
+    if (!compiled[i].ok) {
+      results[name] = json{{"name", name}, {"status", "compile_error"}, {"error", compiled[i].log.substr(0, 2000)}};
+      continue;
+    }
+    const std::string key = candidate_key(ctx, opt, jobs[i]);
+    if (const json* done = journal.find(key)) {
+      results[name] = *done;
+      results[name]["from_journal"] = true;
+      continue;
+    }
+    const LaunchDims d = family.launch(g, configs[i]);
+    pending.push_back(Pending{name, key,
+                              json{{"name", name}, {"cubin", compiled[i].cubin_path}, {"lowered", compiled[i].lowered_name},
+                                   {"grid", {d.grid[0], d.grid[1], d.grid[2]}}, {"block", {d.block[0], d.block[1], d.block[2]}},
+                                   {"shared_bytes", d.shared_bytes}}});
+  }
+  const auto measure_start = Clock::now();
+  WorkerSupervisor(ctx, opt, g, journal, progress, results).run(pending, start);
+  const double measure_s = seconds_since(measure_start);
+
+  json out = g.to_json();
+  out["precision"] = family.precision(opt.precision);
+  out["template"] = space.template_file;
+  std::vector<json> candidates;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    json c = results.at(configs[i].name());
+    c["params"] = configs[i].to_json();
+    const LaunchDims d = family.launch(g, configs[i]);
+    c["threads"] = d.block[0] * d.block[1] * d.block[2];
+    candidates.push_back(c);
+  }
+  json best = pick_best(candidates);
+  out["search"] = {{"space_size", space_size}, {"candidates", configs.size()}, {"wall_s", seconds_since(start)},
+                   {"compile_s", compile_s}, {"measure_s", measure_s}};
+  out["best"] = best;
+  out["candidates"] = candidates;
+  progress.finish_group();
+  if (best.is_null()) {
+    progress.log(g.id + ": no candidate passed the check");
+  } else {
+    progress.log(g.id + ": best " + best["name"].get<std::string>() + " " +
+                 format_float(best["time_ms"]["median"].get<double>()) + " ms");
+  }
+  return out;
+}
+
+}  // namespace fusetune

@@ -1,0 +1,49 @@
+// Search of one kernel group: enumerate the family's space, compile every candidate in
+// parallel, then check and time them in an isolated worker process that may fault or hang
+// without stopping the search. Results are journaled so an interrupted search resumes.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compile.h"
+#include "json.h"
+#include "plan.h"
+#include "progress.h"
+#include "space.h"
+
+namespace fusetune {
+
+struct SearchOptions {
+  int workers = 8;
+  int budget_candidates = 0;      // per group; 0 = the whole space
+  double budget_seconds = 0;      // per group; 0 = no limit
+  double candidate_timeout_s = 20;
+  uint64_t seed = 0;
+  double atol = 1e-2, rtol = 1e-2;
+  std::string precision = "tf32";
+  int min_runs = 25;
+  double min_ms = 100;
+};
+
+struct SearchContext {
+  std::vector<std::string> template_dirs;
+  std::string configs_dir;
+  std::string work_dir;     // journal, jobs, worker log
+  std::string tensors_dir;  // reference tensors + tensors.json
+  json tensor_index;
+  std::string arch;
+  std::string data_key;     // identifies the reference data (model hash, seed, torch)
+  const Compiler* compiler = nullptr;
+  json device;              // filled from the worker's ready line
+};
+
+// The candidate sources of a group for one config (what NVRTC compiles, what the extension includes).
+CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file);
+SearchSpace load_space(const SearchContext& ctx, const std::string& family);
+
+// Searches one group; returns its best.json entry (with every candidate's outcome).
+json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index,
+                  int count);
+
+}  // namespace fusetune

@@ -1,0 +1,122 @@
+// NVRTC compilation for sm_90 of every instance of every template, of every fusable op, the
+// compile cache, and compile errors recorded rather than thrown.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "compile.h"
+#include "graph_builder.h"
+#include "families.h"
+#include "ops.h"
+#include "pipeline.h"
+#include "search.h"
+#include "util.h"
+
+namespace fusetune {
+namespace {
+
+std::string temp_dir(const std::string& tag) {
+  char tmpl[] = "/tmp/fusetune_test_XXXXXX";
+  (void)tag;
+  return ::mkdtemp(tmpl);
+}
+
+std::vector<std::string> templates() { return {path_join(fusetune_home(), "templates")}; }
+
+int workers() { return std::max(2L, ::sysconf(_SC_NPROCESSORS_ONLN)); }
+
+using G = GraphBuilder;
+
+// Every candidate of the group's family space must compile.
+void compile_space(const Group& g, const Compiler& c) {
+  SearchContext ctx;
+  ctx.configs_dir = path_join(fusetune_home(), "configs");
+  std::vector<CompileJob> jobs;
+  const SearchSpace space = load_space(ctx, g.family);
+  for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file));
+  ASSERT_GT(jobs.size(), 0u);
+  for (const auto& r : c.compile_all(jobs, workers(), nullptr)) {
+    EXPECT_TRUE(r.ok) << r.name << "\n" << r.log;
+    EXPECT_FALSE(r.lowered_name.empty()) << r.name;
+    EXPECT_TRUE(file_exists(r.cubin_path)) << r.name;
+  }
+}
+
+TEST(Compile, EveryElementwiseInstance) {
+  Graph g = G().value("x", {7, 9}, "input").value("c", {9}, "input")
+                .node("y", "aten.tanh.default", {G::ref("x")}, {7, 9})
+                .node("z", "aten.add.Tensor", {G::ref("y"), G::ref("c")}, {7, 9})
+                .build({"z"});
+  compile_space(plan_graph(g).groups.at(0), Compiler(templates(), "sm_90", temp_dir("ew")));
+}
+
+TEST(Compile, EveryGemmInstance) {
+  Graph g = G().value("a", {3, 17, 19}, "input").value("b", {3, 19, 23}, "input").value("r", {3, 17, 23}, "input")
+                .node("p", "aten.bmm.default", {G::ref("a"), G::ref("b")}, {3, 17, 23})
+                .node("q", "aten.add.Tensor", {G::ref("p"), G::ref("r")}, {3, 17, 23})
+                .build({"q"});
+  const Group gr = plan_graph(g).groups.at(0);
+  ASSERT_EQ(gr.family, "gemm");
+  compile_space(gr, Compiler(templates(), "sm_90", temp_dir("gemm")));
+}
+
+// One kernel fusing every op of the table, so that each emitted expression is valid CUDA.
+TEST(Compile, EveryFusableOp) {
+  G builder;
+  builder.value("x", {5, 8}, "input").value("y", {5, 8}, "input");
+  std::string acc = "x";
+  int i = 0;
+  const json x = G::ref("x"), y = G::ref("y");
+  for (const std::string& op : supported_elementwise_ops()) {
+    std::vector<json> args = {x};
+    if (op.find(".Scalar") != std::string::npos && op != "aten.pow.Scalar") args = {x, 1.5};
+    else if (op == "aten.pow.Scalar") args = {1.5, x};
+    else if (op == "aten.pow.Tensor_Scalar") args = {x, 3.0};
+    else if (op == "aten.where.self") args = {x, x, y};
+    else if (op == "aten.clamp.default") args = {x, -0.5, nullptr};
+    else if (op == "aten.clamp_min.default" || op == "aten.clamp_max.default") args = {x, 0.25};
+    else if (op.find(".Tensor") != std::string::npos || op == "aten.maximum.default" || op == "aten.minimum.default" ||
+             op == "aten.atan2.default")
+      args = {x, y};
+    const std::string v = "v" + std::to_string(i++), s = "s" + std::to_string(i);
+    builder.node(v, op, args, {5, 8}, op == "aten.gelu.default" ? json{{"approximate", "tanh"}} : json::object());
+    builder.node(s, "aten.add.Tensor", {G::ref(acc), G::ref(v)}, {5, 8});
+    acc = s;
+  }
+  const Plan p = plan_graph(builder.build({acc}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  Compiler c(templates(), "sm_90", temp_dir("ops"));
+  const Config cfg = Config::from_json("elementwise", json{{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}});
+  const CompileResult r = c.compile(candidate_job(p.groups[0], cfg, "elementwise.cuh"));
+  EXPECT_TRUE(r.ok) << r.log << "\n" << p.groups[0].op_struct;
+}
+
+TEST(Compile, CheckKernel) {  // the measuring worker's correctness check
+  const CompileResult r =
+      Compiler(templates(), "sm_90", temp_dir("check")).compile(CompileJob{"check", "#include \"check.cuh\"\n", "fusetune_check"});
+  EXPECT_TRUE(r.ok) << r.log;
+  EXPECT_EQ(r.lowered_name, "fusetune_check");
+}
+
+TEST(Compile, CacheHitsAndErrorsAreRecorded) {
+  Compiler c(templates(), "sm_90", temp_dir("cache"));
+  const CompileJob good{"good", "extern \"C\" __global__ void k(float* p) { p[0] = 1.f; }\n", "k"};
+  const CompileResult first = c.compile(good);
+  ASSERT_TRUE(first.ok) << first.log;
+  EXPECT_FALSE(first.cached);
+  const CompileResult second = c.compile(good);
+  EXPECT_TRUE(second.cached);
+  EXPECT_EQ(second.cubin_path, first.cubin_path);
+  const CompileJob bad{"bad", "__global__ void k(float* p) { p[0] = undefined_name; }\n", "k"};
+  const auto results = c.compile_all({bad, good}, 2, nullptr);
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_NE(results[0].log.find("undefined_name"), std::string::npos) << results[0].log;
+  EXPECT_TRUE(results[1].ok);
+  EXPECT_NE(c.cache_key(good), c.cache_key(bad));
+  // The key covers the arch and the template headers.
+  EXPECT_NE(Compiler(templates(), "sm_80", temp_dir("other")).cache_key(good), c.cache_key(good));
+}
+
+}  // namespace
+}  // namespace fusetune

@@ -1,0 +1,63 @@
+// Strided views: the ATen view ops must give PyTorch's sizes and strides, or refuse.
+#include <gtest/gtest.h>
+
+#include "layout.h"
+
+namespace fusetune {
+namespace {
+
+Node view_node(const std::string& op, json args) { return Node{"v", op, std::move(args), json::object(), ""}; }
+
+TEST(Layout, ReshapeOfContiguous) {
+  const Layout base = Layout::contiguous("x", {4, 6});
+  auto r = apply_view(view_node("aten.view.default", json::array({{{"value", "x"}}, {2, 12}})), base, {2, 12});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->strides, (std::vector<int64_t>{12, 1}));
+  EXPECT_TRUE(r->is_contiguous());
+}
+
+TEST(Layout, PermuteThenReshapeIsRefused) {
+  const Layout base = Layout::contiguous("x", {4, 6});
+  auto t = apply_view(view_node("aten.permute.default", json::array({{{"value", "x"}}, {1, 0}})), base, {6, 4});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->strides, (std::vector<int64_t>{1, 6}));
+  EXPECT_FALSE(t->is_contiguous());
+  EXPECT_FALSE(apply_view(view_node("aten.view.default", json::array({{{"value", "x"}}, {24}})), *t, {24}));
+}
+
+TEST(Layout, TransposeExpandUnsqueezeSlice) {
+  const Layout base = Layout::contiguous("x", {2, 3, 5});
+  auto tr = apply_view(view_node("aten.transpose.int", json::array({{{"value", "x"}}, 0, -1})), base, {5, 3, 2});
+  ASSERT_TRUE(tr);
+  EXPECT_EQ(tr->strides, (std::vector<int64_t>{1, 5, 15}));
+  auto un = apply_view(view_node("aten.unsqueeze.default", json::array({{{"value", "x"}}, 1})), base, {2, 1, 3, 5});
+  ASSERT_TRUE(un);
+  EXPECT_EQ(un->strides, (std::vector<int64_t>{15, 0, 5, 1}));
+  auto ex = apply_view(view_node("aten.expand.default", json::array({{{"value", "x"}}, {4, 2, 3, 5}})), base, {4, 2, 3, 5});
+  ASSERT_TRUE(ex);
+  EXPECT_EQ(ex->strides, (std::vector<int64_t>{0, 15, 5, 1}));
+  auto sl = apply_view(view_node("aten.slice.Tensor", json::array({{{"value", "x"}}, 2, 1, 5, 2})), base, {2, 3, 2});
+  ASSERT_TRUE(sl);
+  EXPECT_EQ(sl->offset, 1);
+  EXPECT_EQ(sl->strides, (std::vector<int64_t>{15, 5, 2}));
+  auto se = apply_view(view_node("aten.select.int", json::array({{{"value", "x"}}, 1, -1})), base, {2, 5});
+  ASSERT_TRUE(se);
+  EXPECT_EQ(se->offset, 10);
+  EXPECT_EQ(se->strides, (std::vector<int64_t>{15, 1}));
+}
+
+TEST(Layout, BroadcastTo) {
+  const Layout bias = Layout::contiguous("b", {7});
+  auto r = broadcast_to(bias, {3, 7});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->strides, (std::vector<int64_t>{0, 1}));
+  EXPECT_FALSE(r->is_contiguous());
+  auto col = broadcast_to(Layout::contiguous("c", {3, 1}), {3, 7});
+  ASSERT_TRUE(col);
+  EXPECT_EQ(col->strides, (std::vector<int64_t>{1, 0}));
+  EXPECT_FALSE(broadcast_to(Layout::contiguous("d", {4}), {3, 7}));
+  EXPECT_TRUE(broadcast_to(Layout::contiguous("e", {3, 7}), {3, 7})->is_contiguous());
+}
+
+}  // namespace
+}  // namespace fusetune

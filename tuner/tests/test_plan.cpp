@@ -1,0 +1,145 @@
+// Planning on hand-built graphs: grouping, fusion, views read through strides, materialization
+// of values needed elsewhere, the generated Op, and clear refusals.
+#include <gtest/gtest.h>
+
+#include "error.h"
+#include "graph_builder.h"
+#include "plan.h"
+
+namespace fusetune {
+namespace {
+
+using G = GraphBuilder;
+
+std::vector<std::string> accesses(const Group& g) {
+  std::vector<std::string> a;
+  for (const auto& s : g.slots) a.push_back(s.layout.base + ":" + access_name(s.access));
+  return a;
+}
+
+TEST(Plan, LinearWithEpilogueIsOneGemmGroup) {
+  Graph g = G()
+                .value("w", {8, 5}, "parameter").value("b", {8}, "parameter").value("x", {3, 5}, "input")
+                .node("permute", "aten.permute.default", {G::ref("w"), {1, 0}}, {5, 8})
+                .node("addmm", "aten.addmm.default", {G::ref("b"), G::ref("x"), G::ref("permute")}, {3, 8})
+                .node("gelu", "aten.gelu.default", {G::ref("addmm")}, {3, 8})
+                .node("mul", "aten.mul.Tensor", {G::ref("gelu"), 0.5}, {3, 8})
+                .build({"mul"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "gemm");
+  EXPECT_EQ(gr.ops, (std::vector<std::string>{"aten.addmm.default", "aten.gelu.default", "aten.mul.Tensor"}));
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:operand", "w:operand", "b:strided", "mul:output"}));
+  EXPECT_EQ(gr.slots[1].layout.sizes, (std::vector<int64_t>{1, 5, 8}));  // B = w^T read through strides
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 5}));
+  EXPECT_EQ(gr.slots[2].layout.strides, (std::vector<int64_t>{0, 1}));    // bias broadcast over rows
+  EXPECT_EQ(gr.m, 3);
+  EXPECT_EQ(gr.n, 8);
+  EXPECT_EQ(gr.k, 5);
+  EXPECT_EQ(gr.batch, 1);
+  EXPECT_NE(gr.op_struct.find("fusetune::gelu_erf"), std::string::npos);
+  EXPECT_NE(gr.op_struct.find("fusetune::load_strided<2>(a, 2, idx) + x[0]"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("0.5f"), std::string::npos);
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"mul"}));
+}
+
+TEST(Plan, ElementwiseChainWithSharedInputIsOneKernel) {
+  Graph g = G()
+                .value("x", {4, 6}, "input").value("r", {4, 6}, "input").value("c", {6}, "input")
+                .node("s", "aten.sigmoid.default", {G::ref("x")}, {4, 6})
+                .node("t", "aten.tanh.default", {G::ref("x")}, {4, 6})
+                .node("a", "aten.add.Tensor", {G::ref("s"), G::ref("t")}, {4, 6}, {{"alpha", 2}})
+                .node("b", "aten.mul.Tensor", {G::ref("a"), G::ref("r")}, {4, 6})
+                .node("d", "aten.sub.Tensor", {G::ref("b"), G::ref("c")}, {4, 6})
+                .build({"d"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:full", "r:full", "c:strided", "d:output"}));
+  EXPECT_EQ(p.groups[0].n_full, 2);
+  EXPECT_NE(p.groups[0].op_struct.find("2.0f * "), std::string::npos);
+}
+
+TEST(Plan, ValuesNeededElsewhereAreWritten) {
+  // y = relu(x @ w); z = y * 2; out = (y @ w2, z): y feeds a second product and the epilogue.
+  Graph g = G()
+                .value("x", {4, 4}, "input").value("w", {4, 4}, "parameter").value("w2", {4, 4}, "parameter")
+                .node("mm", "aten.mm.default", {G::ref("x"), G::ref("w")}, {4, 4})
+                .node("y", "aten.relu.default", {G::ref("mm")}, {4, 4})
+                .node("z", "aten.mul.Tensor", {G::ref("y"), 2}, {4, 4})
+                .node("mm2", "aten.mm.default", {G::ref("y"), G::ref("w2")}, {4, 4})
+                .build({"mm2", "z"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:operand", "w:operand", "y:output", "z:output"}));
+  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"y:operand", "w2:operand", "mm2:output"}));
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"mm2", "z"}));
+}
+
+TEST(Plan, TransposeOfFusedValueIsReadThroughStrides) {
+  Graph g = G()
+                .value("x", {4, 6}, "input").value("y", {6, 4}, "input")
+                .node("e", "aten.exp.default", {G::ref("x")}, {4, 6})
+                .node("t", "aten.permute.default", {G::ref("e"), {1, 0}}, {6, 4})
+                .node("s", "aten.add.Tensor", {G::ref("t"), G::ref("y")}, {6, 4})
+                .build({"s"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:full", "e:output"}));
+  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"y:full", "e:strided", "s:output"}));
+  EXPECT_EQ(p.groups[1].slots[1].layout.strides, (std::vector<int64_t>{1, 6}));
+}
+
+TEST(Plan, ReturnedViewIsCopiedContiguous) {
+  Graph g = G().value("x", {4, 6}, "input").node("t", "aten.t.default", {G::ref("x")}, {6, 4}).build({"t"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"copy"}));
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"t_contiguous"}));
+}
+
+TEST(Plan, BatchedAndVectorProducts) {
+  Graph g = G()
+                .value("a", {3, 4, 5}, "input").value("b", {5, 6}, "input").value("v", {5}, "input")
+                .node("e", "aten.expand.default", {G::ref("b"), {3, 5, 6}}, {3, 5, 6})
+                .node("bmm", "aten.bmm.default", {G::ref("a"), G::ref("e")}, {3, 4, 6})
+                .node("m", "aten.select.int", {G::ref("a"), 0, 1}, {4, 5})
+                .node("mv", "aten.mv.default", {G::ref("m"), G::ref("v")}, {4})
+                .build({"bmm", "mv"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].batch, 3);
+  EXPECT_EQ(p.groups[0].slots[1].layout.strides, (std::vector<int64_t>{0, 6, 1}));
+  EXPECT_EQ(p.groups[1].n, 1);
+  EXPECT_EQ(p.groups[1].slots[0].layout.offset, 20);
+  EXPECT_EQ(p.groups[1].slots[1].layout.sizes, (std::vector<int64_t>{1, 5, 1}));
+}
+
+TEST(Plan, UnsupportedOpNamesOpAndLine) {
+  Graph g = G().value("x", {4, 6}, "input").node("c", "aten.cumsum.default", {G::ref("x"), 1}, {4, 6}).build({"c"});
+  try {
+    plan_graph(g);
+    FAIL() << "expected an error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("aten.cumsum.default"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("m.py:3"), std::string::npos);
+  }
+}
+
+TEST(Plan, NonFloatInputIsRefused) {
+  Graph g = G().value("i", {4}, "input", "int64").node("n", "aten.neg.default", {G::ref("i")}, {4}).build({"n"});
+  EXPECT_THROW(plan_graph(g), UserError);
+}
+
+TEST(Plan, JsonRoundTrip) {
+  Graph g = G()
+                .value("x", {4, 6}, "input").value("c", {6}, "input")
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("c")}, {4, 6})
+                .build({"d"});
+  const Group gr = plan_graph(g).groups[0];
+  const Group back = Group::from_json(gr.to_json());
+  EXPECT_EQ(back.to_json(), gr.to_json());
+}
+
+}  // namespace
+}  // namespace fusetune

@@ -1,0 +1,110 @@
+// best.json: schema and round trip, the tuned-constants header, and refusal of a best.json
+// whose fingerprint does not fit (arch, model file, templates).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "emit.h"
+#include "graph_builder.h"
+#include "error.h"
+#include "pipeline.h"
+#include "results.h"
+#include "util.h"
+
+namespace fusetune {
+namespace {
+
+struct Fixture {
+  std::string dir;
+  Options o;
+  Graph g;
+  Plan plan;
+  SearchContext ctx;
+  json best;
+
+  Fixture() {
+    char tmpl[] = "/tmp/fusetune_results_XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    o.model = path_join(dir, "m.py");
+    write_file_atomic(o.model, "# model\n");
+    o.out = dir;
+    o.configs_dir = path_join(fusetune_home(), "configs");
+    g = GraphBuilder().value("x", {4, 8}, "input").node("y", "aten.exp.default", {GraphBuilder::ref("x")}, {4, 8})
+            .build({"y"}, o.model, sha256_hex("# model\n"));
+    plan = plan_graph(g);
+    ctx.template_dirs = {path_join(fusetune_home(), "templates")};
+    ctx.device = {{"name", "Test GPU"}, {"compute_capability", "9.0"}, {"fp32_peak_tflops", 60.0},
+                  {"copy_bandwidth_gbps", 4000.0}};
+    json group = plan.groups[0].to_json();
+    json fast = {{"name", "elementwise_block256_vec4_ilp1"}, {"params", {{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}}},
+                 {"status", "ok"}, {"time_ms", {{"median", 0.01}, {"min", 0.009}, {"p20", 0.0095}, {"p80", 0.011}, {"runs", 25}}}};
+    json broken = {{"name", "elementwise_block128_vec1_ilp1"}, {"params", {{"BLOCK", 128}, {"VEC", 1}, {"ILP", 1}}},
+                   {"status", "fault"}, {"error", "CUDA_ERROR_ILLEGAL_ADDRESS"}};
+    group["candidates"] = {fast, broken};
+    group["best"] = {{"name", fast["name"]}, {"params", fast["params"]}, {"time_ms", fast["time_ms"]}};
+    group["search"] = {{"space_size", 35}, {"candidates", 2}, {"wall_s", 1.5}};
+    best = make_best_json(o, g, plan, {group}, ctx, {{"x", 32}, {"y", 32}});
+  }
+};
+
+TEST(BestJson, SchemaAndRoundTrip) {
+  Fixture f;
+  const std::string path = path_join(f.dir, "results/best.json");
+  write_file_atomic(path, f.best.dump(1));
+  const json back = json::parse(read_file(path));
+  EXPECT_EQ(back, f.best);
+  EXPECT_EQ(back["schema_version"], kSchemaVersion);
+  for (const char* k : {"model", "arch", "gpu", "nvrtc_version", "torch_version", "templates", "configs"})
+    EXPECT_TRUE(back["fingerprint"].contains(k)) << k;
+  EXPECT_TRUE(back["fingerprint"]["templates"].contains("elementwise.cuh"));
+  const json& gr = back["groups"][0];
+  for (const char* k : {"id", "family", "ops", "index_shape", "precision", "best", "candidates", "search", "flops", "bytes",
+                        "floor_ms", "op_hash"})
+    EXPECT_TRUE(gr.contains(k) || std::string(k) == "precision") << k;
+  // 256 bytes at 4 TB/s = 64 ps floor; 10 us measured: 0.00064% of roofline.
+  EXPECT_NEAR(gr["best"]["roofline_pct"].get<double>(), 0.00064, 1e-9);
+  EXPECT_EQ(gr["candidates"][1]["status"], "fault");
+  EXPECT_EQ(back["tuning_wall_s"], 1.5);
+}
+
+TEST(BestJson, TunedConstantsHeader) {
+  Fixture f;
+  const std::string h = tuned_constants_header(f.best);
+  EXPECT_NE(h.find("namespace g0 {"), std::string::npos);
+  EXPECT_NE(h.find("constexpr int BLOCK = 256;"), std::string::npos);
+  EXPECT_NE(h.find("constexpr int VEC = 4;"), std::string::npos);
+}
+
+TEST(BestJson, MismatchedFingerprintIsRefused) {
+  Fixture f;
+  EXPECT_NO_THROW(check_fingerprint(f.best, f.o, f.ctx.template_dirs));
+  Options other_arch = f.o;
+  other_arch.arch = "sm_80";
+  EXPECT_THROW(check_fingerprint(f.best, other_arch, f.ctx.template_dirs), UserError);
+
+  write_file_atomic(f.o.model, "# model, edited\n");
+  EXPECT_THROW(check_fingerprint(f.best, f.o, f.ctx.template_dirs), UserError);
+  write_file_atomic(f.o.model, "# model\n");
+
+  json changed = f.best;
+  changed["fingerprint"]["templates"]["gemm.cuh"] = "0000";
+  EXPECT_THROW(check_fingerprint(changed, f.o, f.ctx.template_dirs), UserError);
+  json old_schema = f.best;
+  old_schema["schema_version"] = 0;
+  EXPECT_THROW(check_fingerprint(old_schema, f.o, f.ctx.template_dirs), UserError);
+}
+
+TEST(BestJson, StaleKernelSourcesAreRefused) {
+  Fixture f;
+  const std::string kdir = path_join(f.dir, "extension/kernels");
+  EXPECT_THROW(check_kernel_sources(f.best, kdir), UserError);
+  emit_extension(f.g, f.plan, f.dir, f.o.model, {{"elementwise", "elementwise.cuh"}});
+  EXPECT_NO_THROW(check_kernel_sources(f.best, kdir));
+  json other = f.best;
+  other["groups"][0]["op_hash"] = "0123456789abcdef";
+  EXPECT_THROW(check_kernel_sources(other, kdir), UserError);
+}
+
+}  // namespace
+}  // namespace fusetune
