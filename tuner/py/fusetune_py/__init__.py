@@ -1,0 +1,1 @@
+"""Python helpers of fusetune: capture a model's graph, produce reference tensors, verify and time tuned models."""

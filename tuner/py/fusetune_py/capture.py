@@ -1,0 +1,212 @@
+# Captures a user's PyTorch model as a core-ATen graph (graph.pt2) plus a JSON description
+# (graph.json) that the C++ tuner reads without needing Python.
+import argparse
+import inspect
+import json
+import math
+import operator
+import os
+import re
+import sys
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from .common import (UserError, build_model_and_inputs, check_float32_inputs, dtype_name, first_line,
+                     json_float, load_module, quiet, run_main, sha256_file, atomic_path)
+
+FORMAT = "fusetune-graph"
+VERSION = 1
+_INPUT_KINDS = {InputKind.USER_INPUT: "input", InputKind.PARAMETER: "parameter",
+                InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in ')
+
+
+def plain_json(x):
+    """get_init_inputs() values as JSON; whatever JSON cannot say faithfully becomes its repr."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else repr(x)
+    if isinstance(x, (list, tuple)):
+        return [plain_json(v) for v in x]
+    return repr(x)
+
+
+def encode_arg(x):
+    """Encode an fx node argument so that the C++ side can tell values, numbers and enums apart."""
+    if isinstance(x, torch.fx.Node):
+        return {"value": x.name}
+    if x is None or isinstance(x, (bool, int, str)):  # json already writes bools as true/false
+        return x
+    if isinstance(x, float):
+        return json_float(x)
+    if isinstance(x, (list, tuple)):
+        return [encode_arg(v) for v in x]
+    if isinstance(x, torch.dtype):
+        return {"dtype": dtype_name(x)}
+    return {"other": repr(x)}
+
+
+def tensor_meta(t):
+    return {"shape": list(t.shape), "dtype": dtype_name(t.dtype), "strides": list(t.stride())}
+
+
+def op_name(target):
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if target is operator.getitem:
+        return "getitem"
+    return getattr(target, "__name__", str(target))
+
+
+def parse_frames(trace):
+    """(file, line, code) for each frame of an fx stack trace, oldest first."""
+    frames, lines = [], trace.splitlines()
+    for i, line in enumerate(lines):
+        m = _FRAME.match(line)
+        if m:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            code = "" if _FRAME.match(nxt) else nxt
+            frames.append((m.group(1), int(m.group(2)), code))
+    return frames
+
+
+def source_of(node, model_path):
+    """Point at the user's own line when there is one: that is what a person reading a report wants."""
+    frames = parse_frames(node.meta.get("stack_trace") or "")
+    if not frames:
+        return ""
+    mine = [f for f in frames if os.path.realpath(f[0]) == os.path.realpath(model_path)]
+    file, line, code = (mine or frames)[-1]
+    return f"{os.path.basename(file)}:{line}: {code}"
+
+
+def describe_values(ep):
+    """Shapes, dtypes and roles of every placeholder and tensor-producing node."""
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
+    values, user_index = {}, 0
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "placeholder":
+            spec = specs[node.name]
+            if spec.kind not in _INPUT_KINDS or not isinstance(val, torch.Tensor):
+                raise UserError(f"graph input {node.name} is a {spec.kind.name}; fusetune supports tensors only")
+            entry = dict(tensor_meta(val), kind=_INPUT_KINDS[spec.kind])
+            if spec.kind == InputKind.USER_INPUT:
+                entry["index"] = user_index
+                user_index += 1
+            else:
+                entry["target"] = spec.target
+            values[node.name] = entry
+        elif node.op == "call_function":
+            if isinstance(val, torch.Tensor):
+                values[node.name] = dict(tensor_meta(val), kind="intermediate")
+            elif isinstance(val, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in val):
+                items = [tensor_meta(v) if isinstance(v, torch.Tensor) else None for v in val]
+                values[node.name] = {"kind": "tuple", "items": items}
+    return values
+
+
+def describe_nodes(ep, model_path):
+    nodes = []
+    for node in ep.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if node.op != "call_function":
+            raise UserError(f"graph node {node.name} is a {node.op} (control flow?); fusetune supports "
+                            "straight-line graphs only")
+        nodes.append({"name": node.name, "op": op_name(node.target),
+                      "args": encode_arg(list(node.args)),
+                      "kwargs": {k: encode_arg(v) for k, v in node.kwargs.items()},
+                      "source": source_of(node, model_path)})
+    return nodes
+
+
+def describe_outputs(ep):
+    """User outputs, and separately the state the model updates (e.g. BatchNorm running stats)."""
+    outputs, mutations = [], []
+    for spec in ep.graph_signature.output_specs:
+        name = spec.arg.name
+        if spec.kind == OutputKind.USER_OUTPUT:
+            outputs.append(name)
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            mutations.append({"value": name, "kind": "buffer", "target": spec.target})
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            mutations.append({"value": name, "kind": "input", "target": spec.target})
+        else:
+            raise UserError(f"graph output {name} is a {spec.kind.name}; fusetune does not support it")
+    return outputs, mutations
+
+
+def export_graph(model, inputs, base):
+    try:
+        with quiet():
+            return torch.export.export(model, tuple(inputs)).run_decompositions()
+    except Exception as e:
+        raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
+
+
+def init_signature(model_class):
+    """Model.__init__'s parameter list, for ModelNew to take exactly the same arguments."""
+    params = list(inspect.signature(model_class.__init__).parameters.values())
+    call = []
+    for p in params[1:]:
+        if p.kind is p.VAR_POSITIONAL:
+            call.append("*" + p.name)
+        elif p.kind is p.VAR_KEYWORD:
+            call.append("**" + p.name)
+        elif p.kind is p.KEYWORD_ONLY:
+            call.append(f"{p.name}={p.name}")
+        else:
+            call.append(p.name)
+    text = str(inspect.signature(model_class.__init__))
+    return {"def": text.split(" -> ")[0], "call": ", ".join(call)}
+
+
+def capture(model_path, out_dir, seed):
+    model_path = os.path.abspath(model_path)
+    base = os.path.basename(model_path)
+    sha256 = sha256_file(model_path) if os.path.isfile(model_path) else None  # of the bytes we import
+    module = load_module(model_path, "fusetune_user_model")
+    model, inputs, init_args = build_model_and_inputs(module, seed)
+    check_float32_inputs(base, inputs)
+    training = bool(model.training)
+    ep = export_graph(model, inputs, base)
+    outputs, mutations = describe_outputs(ep)
+    doc = {
+        "format": FORMAT, "version": VERSION,
+        "model": {"path": model_path, "sha256": sha256, "training": training,
+                  "init_args": plain_json(init_args), "init_signature": init_signature(module.Model)},
+        "torch_version": torch.__version__, "seed": seed,
+        "values": describe_values(ep),
+        "nodes": describe_nodes(ep, model_path),
+        "outputs": outputs, "mutations": mutations,
+    }
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    # Inputs are rebuilt from the seed; storing them would make graph.pt2 as big as the inputs.
+    ep.example_inputs = None
+    # Both files are staged first so that a failure leaves the old pair (or nothing) in place.
+    with atomic_path(os.path.join(out_dir, "graph.pt2")) as tmp_pt2, \
+            atomic_path(os.path.join(out_dir, "graph.json")) as tmp_json:
+        with quiet():
+            torch.export.save(ep, tmp_pt2)
+        with open(tmp_json, "w") as f:
+            f.write(text)
+    return doc
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m fusetune_py.capture",
+                                description="Capture a model as a core-ATen graph.")
+    p.add_argument("--model", required=True, help="KernelBench-style model file")
+    p.add_argument("--out", required=True, help="directory for graph.json and graph.pt2")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    doc = capture(args.model, args.out, args.seed)
+    print(f"captured {os.path.basename(args.model)}: {len(doc['nodes'])} nodes, "
+          f"{len(doc['outputs'])} outputs -> {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    run_main(main)

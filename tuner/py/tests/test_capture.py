@@ -1,0 +1,201 @@
+# Tests of fusetune_py.capture: the graph.json contract the C++ tuner reads, and every user error path.
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fusetune_py import capture
+from conftest import SHARED_MODELS
+
+PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_capture(cli, model, out, seed=0):
+    return cli(capture.main, ["--model", model, "--out", str(out), "--seed", str(seed)])
+
+
+def load_graph(out):
+    with open(os.path.join(out, "graph.json")) as f:
+        return json.load(f)
+
+
+def test_linear_model_graph(cli, linear_model, tmp_path):
+    out = tmp_path / "work"
+    code, err = run_capture(cli, linear_model, out, seed=7)
+    assert code == 0, err
+    g = load_graph(out)
+    assert (g["format"], g["version"], g["seed"]) == ("fusetune-graph", 1, 7)
+    assert g["torch_version"] == torch.__version__
+    with open(linear_model, "rb") as f:
+        assert g["model"] == {"path": linear_model, "sha256": hashlib.sha256(f.read()).hexdigest(),
+                              "training": True, "init_args": [8, 2.0]}
+    v = g["values"]
+    assert v["x"] == {"shape": [4, 8], "dtype": "float32", "strides": [8, 1], "kind": "input", "index": 0}
+    assert v["r"]["index"] == 1
+    assert v["p_fc_weight"] == {"shape": [8, 8], "dtype": "float32", "strides": [8, 1],
+                                "kind": "parameter", "target": "fc.weight"}
+    assert v["p_fc_bias"]["target"] == "fc.bias"
+    ops = [n["op"] for n in g["nodes"]]
+    assert "aten.addmm.default" in ops and "aten.relu.default" in ops
+    for n in g["nodes"]:
+        assert v[n["name"]]["kind"] == "intermediate"
+    mul = next(n for n in g["nodes"] if n["op"] == "aten.mul.Tensor")
+    assert mul["args"][1] == 2.0 and isinstance(mul["args"][1], float)
+    assert mul["source"] == "model.py:12: y = torch.relu(self.fc(x)) * self.scale"
+    assert g["outputs"] == [g["nodes"][-1]["name"]] and g["mutations"] == []
+
+
+@pytest.mark.filterwarnings("ignore:The given buffer is not writable")
+def test_graph_pt2_reloads_without_example_inputs(cli, linear_model, tmp_path):
+    assert run_capture(cli, linear_model, tmp_path)[0] == 0
+    ep = torch.export.load(str(tmp_path / "graph.pt2"))
+    assert ep.example_inputs is None
+    assert [n.name for n in ep.graph.nodes if n.op == "call_function"] == \
+        [n["name"] for n in load_graph(tmp_path)["nodes"]]
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp") or ".tmp." in f]
+
+
+def test_buffers_constants_tuples_and_encodings(cli, write_model, tmp_path):
+    model = write_model("""
+        class Model(nn.Module):
+            def __init__(self, c, opts):
+                super().__init__()
+                self.bn = nn.BatchNorm2d(c)
+                self.register_buffer("shift", torch.ones(c, 1, 1), persistent=False)
+                self.k = torch.tensor([2.0])
+
+            def forward(self, x):
+                y = self.bn(x) + self.shift * self.k
+                z = torch.clamp(y, min=float("-inf"), max=3.0).to(torch.float32)
+                return z, x
+
+        def get_inputs():
+            return [torch.randn(2, 3, 4, 4)]
+
+        def get_init_inputs():
+            return [3, (1, object)]
+    """)
+    assert run_capture(cli, model, tmp_path)[0] == 0
+    g = load_graph(tmp_path)
+    v = g["values"]
+    assert g["model"]["init_args"] == [3, [1, "<class 'object'>"]]
+    assert v["b_bn_num_batches_tracked"] == {"shape": [], "dtype": "int64", "strides": [], "kind": "buffer",
+                                             "target": "bn.num_batches_tracked"}
+    assert v["b_shift"]["kind"] == "buffer" and v["b_shift"]["target"] == "shift"
+    assert v["c_k"]["kind"] == "constant" and v["c_k"]["target"] == "k"
+    tuples = [x for x in v.values() if x["kind"] == "tuple"]
+    assert tuples and tuples[0]["items"][0]["shape"] == [2, 3, 4, 4]
+    assert g["outputs"][1] == "x" and len(g["outputs"]) == 2
+    assert {m["target"] for m in g["mutations"]} == {"bn.running_mean", "bn.running_var",
+                                                     "bn.num_batches_tracked"}
+    assert all(m["kind"] == "buffer" and m["value"] in v for m in g["mutations"])
+    args = json.dumps([n["args"] + [n["kwargs"]] for n in g["nodes"]])
+    assert '{"float": "-inf"}' in args
+
+
+def test_encode_arg():
+    enc = capture.encode_arg
+    assert enc([1, 2.0, True, None, "s"]) == [1, 2.0, True, None, "s"]
+    assert enc(float("nan")) == {"float": "nan"} and enc(float("inf")) == {"float": "inf"}
+    assert enc(torch.float16) == {"dtype": "float16"}
+    assert enc(torch.device("cpu")) == {"other": "device(type='cpu')"}
+    assert enc(torch.contiguous_format) == {"other": "torch.contiguous_format"}
+
+
+def test_source_falls_back_to_last_frame():
+    class FakeNode:
+        meta = {"stack_trace": 'File "/a/lib.py", line 3, in f\n    g()\n'
+                               '  File "/a/other.py", line 9, in g\n    return h(x)'}
+    assert capture.source_of(FakeNode, "/nowhere/model.py") == "other.py:9: return h(x)"
+    FakeNode.meta = {}
+    assert capture.source_of(FakeNode, "/nowhere/model.py") == ""
+
+
+@pytest.mark.parametrize("body, message", [
+    ("x = 1 +\n", "error: cannot import model.py: SyntaxError"),
+    ("raise ValueError('boom')\n", "error: cannot import model.py: ValueError: boom"),
+    ("def get_inputs(): return []\ndef get_init_inputs(): return []\n", "error: model.py has no class Model"),
+    ("class Model(nn.Module): pass\ndef get_init_inputs(): return []\n",
+     "error: model.py has no function get_inputs"),
+    ("class Model(nn.Module): pass\ndef get_inputs(): return []\n",
+     "error: model.py has no function get_init_inputs"),
+])
+def test_bad_model_files(cli, write_model, tmp_path, body, message):
+    model = write_model(body)
+    code, err = run_capture(cli, model, tmp_path / "work")
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "work")
+
+
+def _model(forward, inputs, init="[]", ctor=""):
+    return f"""
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {ctor or 'pass'}
+
+    def forward(self, x, *rest):
+        {forward}
+
+def get_inputs():
+    return {inputs}
+
+def get_init_inputs():
+    return {init}
+"""
+
+
+@pytest.mark.parametrize("body, message", [
+    (_model("return x", "[torch.randn(3), torch.arange(3)]"),
+     "error: model.py: input 1 has dtype torch.int64; fusetune supports float32 tensors only"),
+    (_model("return x", "[torch.randn(3), 2]"),
+     "error: model.py: input 1 is int, not a tensor; fusetune supports float32 tensors only"),
+    (_model("return x", "torch.randn(3)"), "error: model.py: get_inputs() must return a list, got Tensor"),
+    (_model("return x", "[1 / 0]"), "error: model.py: get_inputs() failed: ZeroDivisionError"),
+    (_model("return x", "[torch.randn(3)]", ctor="raise RuntimeError('bad init')"),
+     "error: model.py: Model(*get_init_inputs()) failed: RuntimeError: bad init"),
+    (_model("return x", "[torch.randn(3)]", init="[1]"),
+     "error: model.py: Model(*get_init_inputs()) failed: TypeError"),
+    (_model("return x * 2 if x.sum() > 0 else x", "[torch.randn(3)]"),
+     "error: torch.export could not capture model.py: "),
+])
+def test_user_errors(cli, write_model, tmp_path, body, message):
+    out = tmp_path / "work"
+    out.mkdir()
+    (out / "graph.json").write_text("old")
+    code, err = run_capture(cli, write_model(body), out)
+    assert code == 2, err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert sorted(os.listdir(out)) == ["graph.json"] and (out / "graph.json").read_text() == "old"
+
+
+def test_missing_model_file(cli, tmp_path):
+    code, err = run_capture(cli, str(tmp_path / "nope.py"), tmp_path / "work")
+    assert code == 2 and err.startswith("error: model file not found: ")
+
+
+def test_command_line_has_no_traceback(write_model, tmp_path):
+    model = write_model("class Model(nn.Module): pass\n")
+    env = dict(os.environ, PYTHONPATH=PY_DIR)
+    proc = subprocess.run([sys.executable, "-m", "fusetune_py.capture", "--model", model, "--out",
+                           str(tmp_path / "w")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr == "error: model.py has no function get_inputs\n"
+
+
+@pytest.mark.skipif(not SHARED_MODELS, reason="no shared models on this machine")
+@pytest.mark.parametrize("path", SHARED_MODELS, ids=os.path.basename)
+def test_shared_models(cli, shrunk, tmp_path, path):
+    model = shrunk(path)
+    code, err = run_capture(cli, model, tmp_path / "work")
+    if code == 2 and "fusetune supports float32 tensors only" in err:
+        pytest.skip(err.strip())
+    assert code == 0, err
+    g = load_graph(tmp_path / "work")
+    assert g["nodes"] and g["outputs"]
+    names = {n["name"] for n in g["nodes"]} | {k for k, v in g["values"].items() if v["kind"] != "intermediate"}
+    assert set(g["outputs"]) <= names
+    assert all(n["source"].startswith(os.path.basename(path) + ":") for n in g["nodes"])

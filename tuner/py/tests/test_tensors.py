@@ -1,0 +1,205 @@
+# Tests of fusetune_py.tensors: reference tensors match the seeding rule and the user's forward,
+# files have the documented layout, and every user error path gives one line and status 2.
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from fusetune_py import capture, tensors
+from conftest import SHARED_MODELS
+
+NUMPY_DTYPES = {"float32": np.float32, "int64": np.int64, "bool": np.uint8}
+
+
+def captured(cli, model, work, seed=0):
+    code, err = cli(capture.main, ["--model", model, "--out", str(work), "--seed", str(seed)])
+    assert code == 0, err
+    with open(work / "graph.json") as f:
+        return json.load(f)
+
+
+def run_tensors(cli, work, names, out, *extra):
+    names_file = work.parent / "names.json"
+    names_file.write_text(json.dumps(names))
+    return cli(tensors.main, ["--work", str(work), "--names", str(names_file), "--out", str(out),
+                              "--device", "cpu", *extra])
+
+
+def read_tensor(out, name):
+    with open(out / "tensors.json") as f:
+        meta = json.load(f)[name]
+    data = np.fromfile(out / meta["file"], dtype=NUMPY_DTYPES[meta["dtype"]])
+    return torch.from_numpy(data.reshape(meta["shape"])), meta
+
+
+def test_values_follow_the_seeding_rule(cli, linear_model, tmp_path):
+    g = captured(cli, linear_model, tmp_path / "work", seed=5)
+    names = ["x", "r", "p_fc_weight", "p_fc_bias"] + [n["name"] for n in g["nodes"]]
+    code, err = run_tensors(cli, tmp_path / "work", names, tmp_path / "out", "--self-check")
+    assert code == 0, err
+    torch.manual_seed(5)
+    fc = torch.nn.Linear(8, 8)
+    torch.manual_seed(6)
+    x, r = torch.randn(4, 8), torch.randn(4, 8)
+    expected = {"x": x, "r": r, "p_fc_weight": fc.weight, "p_fc_bias": fc.bias,
+                g["outputs"][0]: torch.relu(fc(x)) * 2.0 + r}
+    for name, want in expected.items():
+        got, meta = read_tensor(tmp_path / "out", name)
+        assert meta == {"file": f"{name}.bin", "shape": list(want.shape), "dtype": "float32"}
+        torch.testing.assert_close(got, want.detach())
+    with open(tmp_path / "out" / "tensors.json") as f:
+        assert list(json.load(f)) == names
+    assert sorted(os.listdir(tmp_path / "out")) == sorted([f"{n}.bin" for n in names] + ["tensors.json"])
+
+
+def test_bool_int_buffers_constants_and_passthrough(cli, write_model, tmp_path):
+    model = write_model("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bn = nn.BatchNorm1d(3)
+                self.k = torch.tensor([2.0, 3.0, 4.0])
+
+            def forward(self, x):
+                mask = x > 0
+                y = torch.where(mask, self.bn(x), torch.zeros(3)) * self.k
+                return y, x
+
+        def get_inputs():
+            return [torch.randn(5, 3)]
+
+        def get_init_inputs():
+            return []
+    """)
+    g = captured(cli, model, tmp_path / "work")
+    gt = next(n["name"] for n in g["nodes"] if n["op"] == "aten.gt.Scalar")
+    names = [gt, "b_bn_num_batches_tracked", "c_k"] + g["outputs"] + [m["value"] for m in g["mutations"]]
+    code, err = run_tensors(cli, tmp_path / "work", names, tmp_path / "out", "--self-check")
+    assert code == 0, err
+    mask, meta = read_tensor(tmp_path / "out", gt)
+    x, _ = read_tensor(tmp_path / "out", "x")
+    assert meta["dtype"] == "bool" and torch.equal(mask.bool(), x > 0)
+    assert os.path.getsize(tmp_path / "out" / f"{gt}.bin") == x.numel()
+    count, meta = read_tensor(tmp_path / "out", "b_bn_num_batches_tracked")
+    assert meta == {"file": "b_bn_num_batches_tracked.bin", "shape": [], "dtype": "int64"} and count.item() == 0
+    assert read_tensor(tmp_path / "out", "c_k")[0].tolist() == [2.0, 3.0, 4.0]
+    new_count = next(m["value"] for m in g["mutations"] if m["target"] == "bn.num_batches_tracked")
+    assert read_tensor(tmp_path / "out", new_count)[0].item() == 1
+
+
+def test_self_check_catches_a_graph_that_disagrees(cli, write_model, tmp_path):
+    model = write_model("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = nn.Dropout(0.5)
+
+            def forward(self, x):
+                return self.drop(x)
+
+        def get_inputs():
+            return [torch.randn(64, 64)]
+
+        def get_init_inputs():
+            return []
+    """)
+    captured(cli, model, tmp_path / "work")
+    code, err = run_tensors(cli, tmp_path / "work", ["x"], tmp_path / "out", "--self-check")
+    assert code == 1 and err.startswith("error: self-check failed: ") and err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.fixture
+def work(cli, linear_model, tmp_path):
+    captured(cli, linear_model, tmp_path / "work")
+    return tmp_path / "work"
+
+
+@pytest.mark.parametrize("names, message", [
+    (["x", "nope"], "error: value 'nope' is not in the captured graph"),
+    ({"x": 1}, "error: {names} must hold a JSON list of value names"),
+    ("x", "error: {names} must hold a JSON list of value names"),
+])
+def test_bad_names(cli, work, tmp_path, names, message):
+    code, err = run_tensors(cli, work, names, tmp_path / "out")
+    assert code == 2 and err == message.format(names=tmp_path / "names.json") + "\n"
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_tuple_value_is_refused(cli, write_model, tmp_path):
+    model = write_model("""
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.max(x, dim=1)[0]
+
+        def get_inputs():
+            return [torch.randn(5, 3)]
+
+        def get_init_inputs():
+            return []
+    """)
+    g = captured(cli, model, tmp_path / "work")
+    tup = next(k for k, v in g["values"].items() if v["kind"] == "tuple")
+    code, err = run_tensors(cli, tmp_path / "work", [tup], tmp_path / "out")
+    assert code == 2 and err == f"error: value {tup!r} is a tuple; ask for the getitem values that unpack it\n"
+
+
+def test_changed_model_file(cli, work, linear_model, tmp_path):
+    with open(linear_model, "a") as f:
+        f.write("# edited\n")
+    code, err = run_tensors(cli, work, ["x"], tmp_path / "out")
+    assert code == 2 and err == "error: model.py has changed since it was captured; run capture again\n"
+
+
+def test_missing_model_file(cli, work, linear_model, tmp_path):
+    os.unlink(linear_model)
+    code, err = run_tensors(cli, work, ["x"], tmp_path / "out")
+    assert code == 2 and err == f"error: model file not found: {linear_model}\n"
+
+
+def test_missing_or_foreign_graph(cli, work, tmp_path):
+    os.unlink(work / "graph.pt2")
+    code, err = run_tensors(cli, work, ["x"], tmp_path / "out")
+    assert code == 2 and err == f"error: captured graph not found: {work / 'graph.pt2'}\n"
+    (work / "graph.json").write_text('{"format": "something-else"}')
+    code, err = run_tensors(cli, work, ["x"], tmp_path / "out")
+    assert code == 2 and "is not a fusetune-graph version 1 file" in err
+    os.unlink(work / "graph.json")
+    code, err = run_tensors(cli, work, ["x"], tmp_path / "out")
+    assert code == 2 and err == f"error: graph description not found: {work / 'graph.json'}\n"
+
+
+def test_missing_names_file(cli, work, tmp_path):
+    code, err = cli(tensors.main, ["--work", str(work), "--names", str(tmp_path / "no.json"),
+                                   "--out", str(tmp_path / "out"), "--device", "cpu"])
+    assert code == 2 and err == f"error: names file not found: {tmp_path / 'no.json'}\n"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_requested_without_cuda(cli, work, tmp_path):
+    (tmp_path / "names.json").write_text('["x"]')
+    code, err = cli(tensors.main, ["--work", str(work), "--names", str(tmp_path / "names.json"),
+                                   "--out", str(tmp_path / "out"), "--device", "cuda"])
+    assert code == 2 and err.startswith("error: no CUDA device is available")
+
+
+@pytest.mark.skipif(not SHARED_MODELS, reason="no shared models on this machine")
+@pytest.mark.parametrize("path", SHARED_MODELS, ids=os.path.basename)
+def test_shared_models_self_check(cli, shrunk, tmp_path, path):
+    """Every value of every shared model, with the interpreter checked against model(*inputs)."""
+    model = shrunk(path)
+    code, err = cli(capture.main, ["--model", model, "--out", str(tmp_path / "work")])
+    if code == 2 and "fusetune supports float32 tensors only" in err:
+        pytest.skip(err.strip())
+    assert code == 0, err
+    with open(tmp_path / "work" / "graph.json") as f:
+        values = json.load(f)["values"]
+    names = [k for k, v in values.items() if v["kind"] != "tuple"]
+    code, err = run_tensors(cli, tmp_path / "work", names, tmp_path / "out", "--self-check")
+    assert code == 0, err
+    for name in names:
+        got, meta = read_tensor(tmp_path / "out", name) if values[name]["dtype"] in NUMPY_DTYPES else (None, None)
+        if meta:
+            assert meta["shape"] == values[name]["shape"] and list(got.shape) == meta["shape"]
