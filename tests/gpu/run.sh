@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# GPU suite (run on a machine with an NVIDIA GPU): builds fusetune, runs it end to end on the
+# models of issue 2 and checks each result, then runs a search with a planted faulting and a
+# planted hanging candidate and checks that both are recorded while the search goes on.
+#   bash tests/gpu/run.sh                 # full-size shared models
+#   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # small models only (smoke test)
+# Environment: FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
+# header folder), FUSETUNE_GPU_MODELS (space-separated subset), FUSETUNE_GPU_WORK (scratch).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+MODELS_DIR=${FUSETUNE_MODELS_DIR:-$ROOT/../shared/models}
+WORK=${FUSETUNE_GPU_WORK:-/tmp/fusetune_gpu}
+BUILD=$ROOT/build-gpu
+RESULTS=${OUT:-$WORK}
+mkdir -p "$WORK" "$RESULTS"
+
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DFUSETUNE_TESTS=OFF ${FUSETUNE_DEPS_DIR:+-DFUSETUNE_DEPS_DIR=$FUSETUNE_DEPS_DIR} >"$WORK/cmake.log" 2>&1 \
+  && cmake --build "$BUILD" >>"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log"; exit 1; }
+FT=$BUILD/fusetune
+failures=0
+summary="$RESULTS/gpu_summary.txt"
+: >"$summary"
+
+check_run() {  # name out_dir: best.json must have a winner per group and a passing verification
+  python3 - "$1" "$2/results/best.json" "$summary" <<'PY'
+import json, sys
+name, path, summary = sys.argv[1:4]
+b = json.load(open(path))
+e2e = b.get("end_to_end", {})
+ok = all(g.get("best") for g in b["groups"]) and e2e.get("verify", {}).get("ok") is True
+t = e2e.get("profile", {}).get("timings", {})
+s = e2e.get("profile", {}).get("speedup", {})
+groups = "; ".join("%s %s %s %.4g ms (%.0f%% roofline, %d cand, %.1f s)" % (
+    g["id"], g["family"], g["best"]["name"], g["best"]["time_ms"]["median"], g["best"].get("roofline_pct", 0),
+    len(g["candidates"]), g["search"]["wall_s"]) for g in b["groups"])
+line = "%-22s %s tune %.1fs | eager %.3f compile %.3f compile_tf32 %.3f fusetune %.3f ms | x%.2f vs compile, x%.2f vs compile_tf32 | %s" % (
+    name, "PASS" if ok else "FAIL", b["tuning_wall_s"], t.get("eager", {}).get("median", 0), t.get("compile", {}).get("median", 0),
+    t.get("compile_tf32", {}).get("median", 0), t.get("fusetune", {}).get("median", 0), s.get("vs_compile", 0),
+    s.get("vs_compile_tf32", 0), groups)
+open(summary, "a").write(line + "\n")
+print(line)
+sys.exit(0 if ok else 1)
+PY
+}
+
+run_model() {  # name model_file [extra fusetune options]
+  local name=$1 model=$2; shift 2
+  local out=$WORK/$name
+  rm -rf "$out"; mkdir -p "$out"
+  cp "$model" "$out/model.py"
+  echo "=== $name"
+  if "$FT" --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1 \
+      && check_run "$name" "$out"; then
+    :
+  else
+    echo "$name FAILED"; tail -30 "$out/run.log"; failures=$((failures + 1))
+    echo "$name FAIL (see run.log)" >>"$summary"
+  fi
+  cp "$out/run.log" "$RESULTS/$name.log" 2>/dev/null
+  cp "$out/.fusetune/worker.log" "$RESULTS/$name.worker.log" 2>/dev/null
+}
+
+planted() {  # a search over a space with a faulting and a hanging candidate must record both
+  local out=$WORK/planted
+  rm -rf "$out"; mkdir -p "$out"
+  sed 's/rows, cols = 8192, 65536/rows, cols = 1000, 777/' "$MODELS_DIR/elementwise_chain.py" >"$out/model.py"
+  echo "=== planted fault and hang"
+  "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --timeout 5 \
+      --templates "$ROOT/tests/gpu/planted" --configs "$ROOT/tests/gpu/planted/configs" >"$out/run.log" 2>&1
+  python3 - "$out/results/best.json" "$summary" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+status = {c["name"]: c["status"] for c in b["groups"][0]["candidates"]}
+ok = (status.get("elementwise_block128_vec1_ilp1") == "fault" and status.get("elementwise_block128_vec2_ilp1") == "timeout"
+      and sum(s == "ok" for s in status.values()) == len(status) - 2 and b["groups"][0]["best"])
+line = "planted                %s %s" % ("PASS" if ok else "FAIL", status)
+open(sys.argv[2], "a").write(line + "\n")
+print(line)
+sys.exit(0 if ok else 1)
+PY
+  [ $? -eq 0 ] || { failures=$((failures + 1)); tail -30 "$out/run.log"; }
+  cp "$out/run.log" "$RESULTS/planted.log"
+  cp "$out/.fusetune/worker.log" "$RESULTS/planted.worker.log" 2>/dev/null
+}
+
+planted
+if [ -n "${FUSETUNE_GPU_QUICK:-}" ]; then
+  run_model small_linear "$ROOT/tuner/tests/data/small_linear.py" --budget-candidates 8
+else
+  for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3}; do
+    run_model "$m" "$MODELS_DIR/$m.py" ${FUSETUNE_GPU_ARGS:-}
+  done
+fi
+echo; cat "$summary"
+echo "$(grep -c PASS "$summary") passed, $failures failed"
+[ "$failures" -eq 0 ]
