@@ -1,6 +1,7 @@
 // Fused elementwise kernel: every output element is Op::apply of the inputs at the same linear
-// index. Tuning parameters: threads per block, vector width (floats per load) and independent
-// vectors per thread (ILP). Op is generated per kernel group by the tuner.
+// index. Tuning parameters: threads per block, vector width (floats per load), independent
+// vectors per thread (ILP) and the transcendental arithmetic (MATH, see fused_math.cuh).
+// Op is generated per kernel group by the tuner.
 #pragma once
 #include "fusetune_args.h"
 #include "fused_math.cuh"
@@ -41,18 +42,18 @@ __device__ __forceinline__ bool vector_aligned(const KernelArgs& a) {
   return (bits % (VEC * sizeof(float))) == 0;
 }
 
-template <class Op>
+template <class Op, int MATH>
 __device__ __forceinline__ void apply_scalar(const KernelArgs& a, long long i) {
   float in[Op::kIn];
   float out[Op::kOut];
 #pragma unroll
   for (int s = 0; s < Op::kFull; ++s) in[s] = a.ptr[Op::kFullSlot + s][i];
-  Op::apply(a, i, in, out);
+  Op::template apply<MATH>(a, i, in, out);
 #pragma unroll
   for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][i] = out[o];
 }
 
-template <int BLOCK, int VEC, int ILP, class Op>
+template <int BLOCK, int VEC, int ILP, int MATH, class Op>
 __device__ __forceinline__ void elementwise_body(const KernelArgs& a) {
   const long long n = a.numel;
   const long long chunk = (long long)BLOCK * VEC * ILP;
@@ -76,7 +77,7 @@ __device__ __forceinline__ void elementwise_body(const KernelArgs& a) {
           float y[Op::kOut];
 #pragma unroll
           for (int s = 0; s < Op::kFull; ++s) x[s] = in[u][s][j];
-          Op::apply(a, i + j, x, y);
+          Op::template apply<MATH>(a, i + j, x, y);
 #pragma unroll
           for (int o = 0; o < Op::kOut; ++o) out[o][j] = y[o];
         }
@@ -84,14 +85,14 @@ __device__ __forceinline__ void elementwise_body(const KernelArgs& a) {
         for (int o = 0; o < Op::kOut; ++o) store_vec<VEC>(a.ptr[Op::kOutSlot + o] + i, out[o]);
       }
     } else {
-      for (long long i = base + threadIdx.x; i < n && i < base + chunk; i += BLOCK) apply_scalar<Op>(a, i);
+      for (long long i = base + threadIdx.x; i < n && i < base + chunk; i += BLOCK) apply_scalar<Op, MATH>(a, i);
     }
   }
 }
 
-template <int BLOCK, int VEC, int ILP, class Op>
+template <int BLOCK, int VEC, int ILP, int MATH, class Op>
 __global__ void __launch_bounds__(BLOCK) elementwise_kernel(const KernelArgs a) {
-  elementwise_body<BLOCK, VEC, ILP, Op>(a);
+  elementwise_body<BLOCK, VEC, ILP, MATH, Op>(a);
 }
 
 }  // namespace fusetune

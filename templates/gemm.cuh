@@ -76,7 +76,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) gemm_kernel(const Kerne
       x[0] = acc[i][j];
 #pragma unroll
       for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][idx];
-      Op::apply(a, idx, x, y);
+      Op::template apply<0>(a, idx, x, y);  // the epilogue keeps accurate libm arithmetic
 #pragma unroll
       for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx] = y[o];
     }

@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODELS_DIR=${FUSETUNE_MODELS_DIR:-$ROOT/../shared/models}
 WORK=${FUSETUNE_GPU_WORK:-/tmp/fusetune_gpu}
 BUILD=$ROOT/build-gpu
-RESULTS=${OUT:-$WORK}
+RESULTS=${OUT:-$WORK}  # where the summary and the archive go
 mkdir -p "$WORK" "$RESULTS"
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DFUSETUNE_TESTS=OFF ${FUSETUNE_DEPS_DIR:+-DFUSETUNE_DEPS_DIR=$FUSETUNE_DEPS_DIR} >"$WORK/cmake.log" 2>&1 \
@@ -56,8 +56,6 @@ run_model() {  # name model_file [extra fusetune options]
     echo "$name FAILED"; tail -30 "$out/run.log"; failures=$((failures + 1))
     echo "$name FAIL (see run.log)" >>"$summary"
   fi
-  cp "$out/run.log" "$RESULTS/$name.log" 2>/dev/null
-  cp "$out/.fusetune/worker.log" "$RESULTS/$name.worker.log" 2>/dev/null
 }
 
 planted() {  # a search over a space with a faulting and a hanging candidate must record both
@@ -79,8 +77,6 @@ print(line)
 sys.exit(0 if ok else 1)
 PY
   [ $? -eq 0 ] || { failures=$((failures + 1)); tail -30 "$out/run.log"; }
-  cp "$out/run.log" "$RESULTS/planted.log"
-  cp "$out/.fusetune/worker.log" "$RESULTS/planted.worker.log" 2>/dev/null
 }
 
 planted
@@ -88,9 +84,14 @@ if [ -n "${FUSETUNE_GPU_QUICK:-}" ]; then
   run_model small_linear "$ROOT/tuner/tests/data/small_linear.py" --budget-candidates 8
 else
   for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3}; do
-    run_model "$m" "$MODELS_DIR/$m.py" ${FUSETUNE_GPU_ARGS:-}
+    if [ "$m" = toplevel ]; then model=$ROOT/model.py; else model=$MODELS_DIR/$m.py; fi
+    run_model "$m" "$model" ${FUSETUNE_GPU_ARGS:-}
   done
 fi
+# Everything a reviewer needs from this run, in one archive: logs, best.json, generated sources.
+(cd "$WORK" && tar czf "$RESULTS/gpu_results.tgz" --exclude='*/.fusetune/cache' --exclude='*/.fusetune/tensors' \
+  --exclude='*/extension/build' --exclude='*.so' --exclude='*/.fusetune/job_*' */run.log */.fusetune/*.log */results \
+  */model_new.py */extension 2>/dev/null)
 echo; cat "$summary"
 echo "$(grep -c PASS "$summary") passed, $failures failed"
 [ "$failures" -eq 0 ]

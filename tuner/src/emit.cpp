@@ -138,6 +138,8 @@ _spec.loader.exec_module(_reference)
 
 # get_init_inputs() of the tuned run: scalars of the model are baked into the kernels.
 _TUNED_INIT_ARGS = ${INIT_ARGS}
+# Model.__init__'s defaults, which ModelNew.__init__ shares.
+_DEFAULTS = {n: p.default for n, p in inspect.signature(_reference.Model.__init__).parameters.items()}
 
 
 def _attr(obj, dotted):

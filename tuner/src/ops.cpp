@@ -51,12 +51,12 @@ Emit add_like(const std::string& opr) {
 const std::map<std::string, Emit>& table() {
   static const std::map<std::string, Emit> t = {
       {"aten.relu.default", unary("fusetune::relu")},
-      {"aten.sigmoid.default", unary("fusetune::sigmoid")},
-      {"aten.tanh.default", unary("tanhf")},
-      {"aten.exp.default", unary("expf")},
+      {"aten.sigmoid.default", unary("fusetune::sigmoid<MATH>")},
+      {"aten.tanh.default", unary("fusetune::tanh_<MATH>")},
+      {"aten.exp.default", unary("fusetune::exp_<MATH>")},
       {"aten.exp2.default", unary("exp2f")},
       {"aten.expm1.default", unary("expm1f")},
-      {"aten.log.default", unary("logf")},
+      {"aten.log.default", unary("fusetune::log_<MATH>")},
       {"aten.log2.default", unary("log2f")},
       {"aten.log10.default", unary("log10f")},
       {"aten.log1p.default", unary("log1pf")},
@@ -66,8 +66,8 @@ const std::map<std::string, Emit>& table() {
       {"aten.rsqrt.default", unary("rsqrtf")},
       {"aten.reciprocal.default", unary("1.f / ")},
       {"aten.erf.default", unary("erff")},
-      {"aten.sin.default", unary("sinf")},
-      {"aten.cos.default", unary("cosf")},
+      {"aten.sin.default", unary("fusetune::sin_<MATH>")},
+      {"aten.cos.default", unary("fusetune::cos_<MATH>")},
       {"aten.tan.default", unary("tanf")},
       {"aten.atan.default", unary("atanf")},
       {"aten.sinh.default", unary("sinhf")},
@@ -77,11 +77,11 @@ const std::map<std::string, Emit>& table() {
       {"aten.round.default", unary("rintf")},
       {"aten.trunc.default", unary("truncf")},
       {"aten.sign.default", unary("fusetune::sign")},
-      {"aten.silu.default", [](const ArgExpr& a) { const auto x = req(a, 0, "self"); return "(" + x + " * fusetune::sigmoid(" + x + "))"; }},
+      {"aten.silu.default", [](const ArgExpr& a) { const auto x = req(a, 0, "self"); return "(" + x + " * fusetune::sigmoid<MATH>(" + x + "))"; }},
       {"aten.gelu.default",
        [](const ArgExpr& a) {
          const std::string approx = a(1, "approximate");
-         return std::string(approx == "tanh" ? "fusetune::gelu_tanh(" : "fusetune::gelu_erf(") + req(a, 0, "self") + ")";
+         return std::string(approx == "tanh" ? "fusetune::gelu_tanh<MATH>(" : "fusetune::gelu_erf(") + req(a, 0, "self") + ")";
        }},
       {"aten.elu.default",
        [](const ArgExpr& a) {

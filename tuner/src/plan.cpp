@@ -312,6 +312,7 @@ Group Planner::finalize(Building& b) {
                  "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +
                  "  static constexpr int kOut = " + std::to_string(gr.outputs.size()) + ";\n" +
                  "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" +
+                 "  template <int MATH>\n" +
                  "  __device__ __forceinline__ static void apply(const fusetune::KernelArgs& a, long long idx,\n" +
                  "                                               const float* x, float* y) {\n" +
                  "    (void)a; (void)idx; (void)x;\n" + body + "  }\n};\n}  // namespace fusetune_gen\n";

@@ -221,8 +221,9 @@ std::string candidate_key(const SearchContext& ctx, const SearchOptions& opt, co
                     format_float(opt.rtol) + "\n" + ctx.device.value("name", ""));
 }
 
-// The winner: fastest median; candidates within the spread of the fastest are tied, and the
-// simplest of them (fewest registers x threads, then least shared memory) is preferred.
+// The winner: fastest median. Candidates whose median is within the uncertainty of the
+// fastest's median (its p20-p80 spread over sqrt(runs)) are tied, and the simplest of them
+// (fewest registers, then least shared memory) is kept.
 json pick_best(const std::vector<json>& candidates) {
   const json* fastest = nullptr;
   for (const auto& c : candidates)
@@ -231,11 +232,12 @@ json pick_best(const std::vector<json>& candidates) {
       fastest = &c;
   if (!fastest) return json();
   const double fast = (*fastest)["time_ms"]["median"];
-  const double spread = (*fastest)["time_ms"]["p80"].get<double>() - (*fastest)["time_ms"]["p20"].get<double>();
+  const json& ft = (*fastest)["time_ms"];
+  const double spread = (ft["p80"].get<double>() - ft["p20"].get<double>()) / std::sqrt(std::max(1.0, ft["runs"].get<double>()));
   const json* pick = fastest;
   auto cost = [](const json& c) {
     const json& r = c["resources"];
-    return std::make_pair((long)r["registers"].get<int>() * c.value("threads", 1), r["static_shared_bytes"].get<long>());
+    return std::make_pair(r["registers"].get<int>(), r["static_shared_bytes"].get<long>());
   };
   for (const auto& c : candidates)
     if (c.value("status", "") == "ok" && !c.contains("early_stop") && c["time_ms"]["median"].get<double>() <= fast + spread &&
@@ -267,7 +269,9 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   const auto start = Clock::now();
   const Family& family = family_by_name(g.family);
   const SearchSpace space = load_space(ctx, g.family);
-  std::vector<Config> configs = space.enumerate();
+  std::vector<Config> configs;
+  for (const Config& c : space.enumerate())
+    if (family.allowed(c, opt.precision)) configs.push_back(c);
   const size_t space_size = configs.size();
   if (space_size == 0) FT_USER_ERROR("the search space of " + g.family + " is empty after its constraints");
   if (opt.budget_candidates > 0 && (size_t)opt.budget_candidates < configs.size()) {
@@ -311,7 +315,6 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   const double measure_s = seconds_since(measure_start);
 
   json out = g.to_json();
-  out["precision"] = family.precision(opt.precision);
   out["template"] = space.template_file;
   std::vector<json> candidates;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -322,6 +325,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     candidates.push_back(c);
   }
   json best = pick_best(candidates);
+  out["precision"] = best.is_null() ? json() : json(family.precision(g, Config::from_json(g.family, best["params"])));
   out["search"] = {{"space_size", space_size}, {"candidates", configs.size()}, {"wall_s", seconds_since(start)},
                    {"compile_s", compile_s}, {"measure_s", measure_s}};
   out["best"] = best;

@@ -87,9 +87,11 @@ TEST(Compile, EveryFusableOp) {
   const Plan p = plan_graph(builder.build({acc}));
   ASSERT_EQ(p.groups.size(), 1u);
   Compiler c(templates(), "sm_90", temp_dir("ops"));
-  const Config cfg = Config::from_json("elementwise", json{{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}});
-  const CompileResult r = c.compile(candidate_job(p.groups[0], cfg, "elementwise.cuh"));
-  EXPECT_TRUE(r.ok) << r.log << "\n" << p.groups[0].op_struct;
+  for (int math : {0, 1}) {
+    const Config cfg = Config::from_json("elementwise", json{{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}, {"MATH", math}});
+    const CompileResult r = c.compile(candidate_job(p.groups[0], cfg, "elementwise.cuh"));
+    EXPECT_TRUE(r.ok) << r.log << "\n" << p.groups[0].op_struct;
+  }
 }
 
 TEST(Compile, CheckKernel) {  // the measuring worker's correctness check

@@ -37,9 +37,9 @@ struct Fixture {
     ctx.device = {{"name", "Test GPU"}, {"compute_capability", "9.0"}, {"fp32_peak_tflops", 60.0},
                   {"copy_bandwidth_gbps", 4000.0}};
     json group = plan.groups[0].to_json();
-    json fast = {{"name", "elementwise_block256_vec4_ilp1"}, {"params", {{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}}},
+    json fast = {{"name", "elementwise_block256_vec4_ilp1_math0"}, {"params", {{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}, {"MATH", 0}}},
                  {"status", "ok"}, {"time_ms", {{"median", 0.01}, {"min", 0.009}, {"p20", 0.0095}, {"p80", 0.011}, {"runs", 25}}}};
-    json broken = {{"name", "elementwise_block128_vec1_ilp1"}, {"params", {{"BLOCK", 128}, {"VEC", 1}, {"ILP", 1}}},
+    json broken = {{"name", "elementwise_block128_vec1_ilp1_math0"}, {"params", {{"BLOCK", 128}, {"VEC", 1}, {"ILP", 1}, {"MATH", 0}}},
                    {"status", "fault"}, {"error", "CUDA_ERROR_ILLEGAL_ADDRESS"}};
     group["candidates"] = {fast, broken};
     group["best"] = {{"name", fast["name"]}, {"params", fast["params"]}, {"time_ms", fast["time_ms"]}};

@@ -8,7 +8,7 @@
 
 namespace fusetune {
 
-template <int BLOCK, int VEC, int ILP, class Op>
+template <int BLOCK, int VEC, int ILP, int MATH, class Op>
 __global__ void __launch_bounds__(BLOCK) elementwise_kernel(const KernelArgs a) {
   if (BLOCK == 128 && VEC == 1 && ILP == 1) {
     *reinterpret_cast<volatile float*>(16) = 1.f;  // illegal address
@@ -16,7 +16,7 @@ __global__ void __launch_bounds__(BLOCK) elementwise_kernel(const KernelArgs a) 
     volatile long long spin = 1;
     while (spin > 0) spin = spin + 1 > 0 ? 1 : 1;  // never ends
   } else {
-    elementwise_body<BLOCK, VEC, ILP, Op>(a);
+    elementwise_body<BLOCK, VEC, ILP, MATH, Op>(a);
   }
 }
 

@@ -147,9 +147,24 @@ def export_graph(model, inputs, base):
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
 
 
+class _DefaultRef:
+    """Stands for a default value in generated code: ModelNew reads Model's own defaults."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"_DEFAULTS[{self.name!r}]"
+
+
 def init_signature(model_class):
-    """Model.__init__'s parameter list, for ModelNew to take exactly the same arguments."""
-    params = list(inspect.signature(model_class.__init__).parameters.values())
+    """Model.__init__'s parameter list (no annotations; defaults by reference), for ModelNew
+    to take exactly the same arguments, and the call that forwards them."""
+    sig = inspect.signature(model_class.__init__)
+    params = list(sig.parameters.values())
+    plain = [p.replace(annotation=p.empty, default=p.default if p.default is p.empty else _DefaultRef(p.name))
+             for p in params]
+    text = str(sig.replace(parameters=plain, return_annotation=sig.empty))
     call = []
     for p in params[1:]:
         if p.kind is p.VAR_POSITIONAL:
@@ -160,8 +175,7 @@ def init_signature(model_class):
             call.append(f"{p.name}={p.name}")
         else:
             call.append(p.name)
-    text = str(inspect.signature(model_class.__init__))
-    return {"def": text.split(" -> ")[0], "call": ", ".join(call)}
+    return {"def": text, "call": ", ".join(call)}
 
 
 def capture(model_path, out_dir, seed):

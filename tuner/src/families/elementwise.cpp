@@ -9,7 +9,8 @@ class Elementwise : public Family {
  public:
   std::string name() const override { return "elementwise"; }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::elementwise_kernel<" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", " + g.op_type() + ">";
+    return "fusetune::elementwise_kernel<" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", " + p("MATH") + ", " +
+           g.op_type() + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return elementwise_launch((int)c.at("BLOCK"), (int)c.at("VEC"), (int)c.at("ILP"), g.numel());
@@ -18,6 +19,10 @@ class Elementwise : public Family {
     return "fusetune::elementwise_launch(" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", args.numel)";
   }
   double flops(const Group& g) const override { return (double)g.numel() * (double)g.ops.size(); }
+  bool allowed(const Config& c, const std::string& policy) const override { return policy != "fp32" || c.at("MATH") == 0; }
+  std::string precision(const Group&, const Config& c) const override {
+    return c.at("MATH") ? "fp32 (approximate transcendentals)" : "fp32";
+  }
 };
 
 }  // namespace
