@@ -32,7 +32,8 @@ def test_linear_model_graph(cli, linear_model, tmp_path):
     assert g["torch_version"] == torch.__version__
     with open(linear_model, "rb") as f:
         assert g["model"] == {"path": linear_model, "sha256": hashlib.sha256(f.read()).hexdigest(),
-                              "training": True, "init_args": [8, 2.0]}
+                              "training": True, "init_args": [8, 2.0],
+                              "init_signature": {"def": "(self, features, scale)", "call": "features, scale"}}
     v = g["values"]
     assert v["x"] == {"shape": [4, 8], "dtype": "float32", "strides": [8, 1], "kind": "input", "index": 0}
     assert v["r"]["index"] == 1
@@ -199,3 +200,29 @@ def test_shared_models(cli, shrunk, tmp_path, path):
     names = {n["name"] for n in g["nodes"]} | {k for k, v in g["values"].items() if v["kind"] != "intermediate"}
     assert set(g["outputs"]) <= names
     assert all(n["source"].startswith(os.path.basename(path) + ":") for n in g["nodes"])
+
+
+def test_init_signature_keeps_defaults_by_reference(cli, write_model, tmp_path):
+    path = write_model("""
+        class Model(nn.Module):
+            def __init__(self, n: int, scale: float = 2.0, *layers, eps=1e-5, **extra) -> None:
+                super().__init__()
+                self.scale = scale
+
+            def forward(self, x):
+                return x * self.scale
+
+
+        def get_inputs():
+            return [torch.randn(2, 3)]
+
+
+        def get_init_inputs():
+            return [3]
+    """)
+    out = tmp_path / "work"
+    code, err = run_capture(cli, path, out)
+    assert code == 0, err
+    sig = load_graph(out)["model"]["init_signature"]
+    assert sig == {"def": "(self, n, scale=_DEFAULTS['scale'], *layers, eps=_DEFAULTS['eps'], **extra)",
+                   "call": "n, scale, *layers, eps=eps, **extra"}

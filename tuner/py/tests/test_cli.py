@@ -1,0 +1,133 @@
+# The fusetune command line on a CPU machine: error paths, planning of every shared model this
+# issue supports, and that a failed run leaves no half-written outputs behind.
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import MODELS_DIR, REPO
+
+FUSETUNE = os.environ.get("FUSETUNE_BIN", os.path.join(REPO, "build", "fusetune"))
+
+pytestmark = pytest.mark.skipif(not os.path.exists(FUSETUNE), reason="fusetune is not built (set FUSETUNE_BIN)")
+
+
+def run(*args, cwd=None):
+    p = subprocess.run([FUSETUNE, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def plan_of(model, out):
+    code, stdout, stderr = run("plan", "--model", model, "--out", str(out))
+    assert code == 0, stderr
+    return json.loads(stdout)
+
+
+def test_missing_model_file(tmp_path):
+    code, _, err = run("--model", str(tmp_path / "nope.py"), "--out", str(tmp_path))
+    assert code == 2
+    assert "nope.py does not exist" in err
+
+
+def test_no_model_class(write_model, tmp_path):
+    path = write_model("def get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n")
+    code, _, err = run("plan", "--model", path, "--out", str(tmp_path))
+    assert code == 2
+    assert "has no class Model" in err
+
+
+def test_no_get_inputs(write_model, tmp_path):
+    path = write_model("class Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    code, _, err = run("plan", "--model", path, "--out", str(tmp_path))
+    assert code == 2
+    assert "get_inputs" in err
+
+
+def test_unsupported_op_names_op_and_line(write_model, tmp_path):
+    path = write_model("class Model(nn.Module):\n    def forward(self, x):\n        return torch.cumsum(x, dim=1)\n\n"
+                       "def get_inputs():\n    return [torch.randn(4, 5)]\n\ndef get_init_inputs():\n    return []\n")
+    code, _, err = run("plan", "--model", path, "--out", str(tmp_path))
+    assert code == 2
+    assert "aten.cumsum.default" in err
+    assert "model.py:6: return torch.cumsum(x, dim=1)" in err
+
+
+@pytest.mark.parametrize("option", [["--precision", "fp16"], ["--arch", "90"], ["--workers", "0"], ["--atol", "-1"],
+                                    ["--no-such-option"], ["plan", "extra-argument"]])
+def test_bad_options(option, linear_model, tmp_path):
+    code, _, err = run("--model", linear_model, "--out", str(tmp_path), *option)
+    assert code != 0
+    assert err.strip()
+    assert not (tmp_path / ".fusetune").exists()
+
+
+def test_tune_without_gpu_fails_cleanly(linear_model, tmp_path):
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("a GPU is present")
+    out = tmp_path / "out"
+    code, _, err = run("--model", linear_model, "--arch", "sm_90", "--out", str(out))
+    assert code == 2
+    assert "no CUDA driver" in err or "no usable GPU" in err
+    for produced in ("results/best.json", "model_new.py", "extension"):
+        assert not (out / produced).exists(), produced
+
+
+def test_build_refuses_mismatched_best_json(tmp_path):
+    """The committed top-level best.json is refused for another arch and for an edited model."""
+    shutil.copy(os.path.join(REPO, "model.py"), tmp_path / "model.py")
+    (tmp_path / "results").mkdir()
+    shutil.copy(os.path.join(REPO, "results", "best.json"), tmp_path / "results" / "best.json")
+    code, _, err = run("build", "--model", str(tmp_path / "model.py"), "--out", str(tmp_path), "--arch", "sm_80")
+    assert code == 2 and "tuned for sm_90" in err
+    with open(tmp_path / "model.py", "a") as f:
+        f.write("# edited\n")
+    code, _, err = run("build", "--model", str(tmp_path / "model.py"), "--out", str(tmp_path))
+    assert code == 2 and "changed since best.json was tuned" in err
+
+
+# Every shared model of this issue's families, with the kernel groups it must plan to.
+EXPECTED_PLANS = {
+    "elementwise_chain": [("elementwise", 10)],
+    "gemm_bias_gelu_scale": [("gemm", 3)],
+    "gemm_relu_residual": [("gemm", 3)],
+    "matmul_square": [("gemm", 1)],
+    "matmul_transposed_a": [("gemm", 1)],
+    "matvec": [("gemm", 1)],
+    "bmm_scale": [("gemm", 3)],
+    "mlp3": [("gemm", 2), ("gemm", 2), ("gemm", 1)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PLANS))
+def test_plan_shared_models(name, shrunk, tmp_path):
+    path = os.path.join(MODELS_DIR, name + ".py")
+    if not os.path.exists(path):
+        pytest.skip("shared models are not beside the checkout")
+    plan = plan_of(shrunk(path), tmp_path / "out")
+    assert [(g["family"], len(g["ops"])) for g in plan["groups"]] == EXPECTED_PLANS[name]
+    for g in plan["groups"]:
+        assert [s["access"] for s in g["slots"]].count("output") == len(g["outputs"]) >= 1
+        if g["family"] == "gemm":
+            assert g["gemm"]["m"] > 0 and g["gemm"]["n"] > 0 and g["gemm"]["k"] > 0
+    assert len(plan["outputs"]) == 1
+
+
+def test_plan_reads_transposes_through_strides(shrunk, tmp_path):
+    path = os.path.join(MODELS_DIR, "matmul_transposed_a.py")
+    if not os.path.exists(path):
+        pytest.skip("shared models are not beside the checkout")
+    plan = plan_of(shrunk(path), tmp_path / "out")
+    a = plan["groups"][0]["slots"][0]
+    assert a["strides"][1] == 1 and a["strides"][2] > 1  # A = a^T, read column-major, no copy
+
+
+def test_compile_every_candidate_of_a_model(write_model, tmp_path):
+    path = write_model("class Model(nn.Module):\n    def forward(self, x, y):\n        return torch.sigmoid(x) * y - 1.0\n\n"
+                       "def get_inputs():\n    return [torch.randn(5, 7), torch.randn(7)]\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    code, out, err = run("compile", "--model", path, "--out", str(tmp_path), "--workers", "2")
+    assert code == 0, err
+    assert "0 failed" in out
