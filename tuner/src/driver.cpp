@@ -74,7 +74,6 @@ bool is_sticky_error(CUresult r) {
 }
 
 DeviceInfo query_device(int ordinal) {
-  const Driver& d = Driver::get();
   CUdevice dev;
   CU_CHECK(cuDeviceGet(&dev, ordinal));
   DeviceInfo info;
@@ -95,7 +94,6 @@ DeviceInfo query_device(int ordinal) {
   info.clock_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
   CU_CHECK(cuDriverGetVersion(&info.driver_version));
   CU_CHECK(cuDeviceTotalMem_v2(&info.total_mem, dev));
-  (void)d;
   return info;
 }
 

@@ -78,7 +78,6 @@ std::unique_ptr<DeviceBuffer> Worker::upload(const std::string& value) {
 }
 
 void Worker::setup() {
-  const Driver& d = Driver::get();
   CUdevice dev;
   CU_CHECK(cuDeviceGet(&dev, 0));
   CUcontext ctx;
@@ -111,7 +110,6 @@ void Worker::setup() {
   CU_CHECK(cuModuleLoadData(&check_module_, cubin.data()));
   CU_CHECK(cuModuleGetFunction(&check_fn_, check_module_, check.lowered_name.c_str()));
   if (job_.contains("best_ms") && job_.at("best_ms").is_number()) best_ms_ = job_.at("best_ms").get<double>();
-  (void)d;
 
   json device = {{"name", dev_.name},
                  {"compute_capability", std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor)},

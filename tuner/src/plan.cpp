@@ -5,7 +5,6 @@
 #include "plan.h"
 
 #include <algorithm>
-#include <set>
 
 #include "error.h"
 #include "families.h"
@@ -59,7 +58,9 @@ class Planner {
   explicit Planner(const Graph& g) : g_(g) {
     for (const auto& [name, v] : g.values) {
       if (v.kind == "input" || v.kind == "parameter" || v.kind == "buffer" || v.kind == "constant") {
-        memory_[name] = Layout{name, v.shape, v.strides, 0};
+        // Contiguous whatever capture saw: the bindings require contiguous inputs and the
+        // reference tensors are saved contiguous.
+        memory_[name] = Layout::contiguous(name, v.shape);
         producer_[name] = -1;
       }
     }

@@ -11,10 +11,10 @@
 #include <cmath>
 #include <fcntl.h>
 #include <random>
-#include <set>
 
 #include "error.h"
 #include "families.h"
+#include "journal.h"
 #include "util.h"
 
 namespace fusetune {
@@ -24,40 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-class Journal {
- public:
-  explicit Journal(std::string path) : path_(std::move(path)) {
-    if (!file_exists(path_)) return;
-    std::string text = read_file(path_);
-    size_t start = 0;
-    while (start < text.size()) {
-      size_t end = text.find('\n', start);
-      if (end == std::string::npos) break;  // a line cut by an interruption is ignored
-      try {
-        json j = json::parse(text.substr(start, end - start));
-        entries_[j.at("key").get<std::string>()] = j.at("result");
-      } catch (const json::exception&) {
-      }
-      start = end + 1;
-    }
-  }
-  const json* find(const std::string& key) const {
-    auto it = entries_.find(key);
-    return it == entries_.end() ? nullptr : &it->second;
-  }
-  void append(const std::string& key, const json& result) {
-    entries_[key] = result;
-    std::FILE* f = std::fopen(path_.c_str(), "a");
-    if (!f) FT_THROW("cannot append to " + path_);
-    std::fprintf(f, "%s\n", json{{"key", key}, {"result", result}}.dump().c_str());
-    std::fclose(f);
-  }
-
- private:
-  std::string path_;
-  std::map<std::string, json> entries_;
-};
 
 struct Pending {
   std::string name;

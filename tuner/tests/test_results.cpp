@@ -7,6 +7,7 @@
 
 #include "emit.h"
 #include "graph_builder.h"
+#include "journal.h"
 #include "error.h"
 #include "pipeline.h"
 #include "results.h"
@@ -104,6 +105,33 @@ TEST(BestJson, StaleKernelSourcesAreRefused) {
   json other = f.best;
   other["groups"][0]["op_hash"] = "0123456789abcdef";
   EXPECT_THROW(check_kernel_sources(other, kdir), UserError);
+}
+
+}  // namespace
+}  // namespace fusetune
+
+namespace fusetune {
+namespace {
+
+TEST(Journal, ResumesAndIgnoresACutLine) {
+  char tmpl[] = "/tmp/fusetune_journal_XXXXXX";
+  const std::string path = path_join(::mkdtemp(tmpl), "journal.jsonl");
+  {
+    Journal j(path);
+    EXPECT_EQ(j.find("a"), nullptr);
+    j.append("a", json{{"status", "ok"}, {"time_ms", {{"median", 1.5}}}});
+    j.append("b", json{{"status", "fault"}});
+  }
+  {  // an interruption in the middle of a line
+    std::FILE* f = std::fopen(path.c_str(), "a");
+    std::fputs("{\"key\": \"c\", \"result\": {\"sta", f);
+    std::fclose(f);
+  }
+  const Journal again(path);
+  ASSERT_NE(again.find("a"), nullptr);
+  EXPECT_EQ((*again.find("a"))["time_ms"]["median"], 1.5);
+  EXPECT_EQ((*again.find("b"))["status"], "fault");
+  EXPECT_EQ(again.find("c"), nullptr);
 }
 
 }  // namespace
