@@ -176,6 +176,12 @@ Searched search_all(const Options& o, const Paths& p) {
   ctx.arch = o.arch;
   ctx.data_key = data_key;
   ctx.device = json{{"name", dev.name}};
+  // A search resumed wholly from the journal starts no worker: reuse what the last one measured.
+  const std::string device_path = path_join(p.work, "device.json");
+  if (file_exists(device_path)) {
+    const json last = json::parse(read_file(device_path));
+    if (last.value("name", "") == dev.name) ctx.device = last;
+  }
   progress.log("computing reference tensors");
   ctx.tensor_index = make_tensors(o, p, g, plan, data_key);
   Compiler compiler(ctx.template_dirs, o.arch, p.cache);

@@ -150,6 +150,7 @@ bool WorkerSupervisor::run_worker(std::vector<Pending>& pending) {
       if (kind == "ready") {
         ready = true;
         ctx_.device = json::parse(rest).at("device");
+        write_file_atomic(path_join(ctx_.work_dir, "device.json"), ctx_.device.dump(1));
       } else if (kind == "begin") {
         current = rest;
       } else if (kind == "result") {
