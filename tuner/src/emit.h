@@ -12,9 +12,14 @@
 namespace fusetune {
 
 // Writes the kernel pairs for every group (removing any other kernel file) and model_new.py.
-// `templates` maps each family to the template header its search space names.
+// The kernel that won a group's search: its family and template header.
+struct KernelChoice {
+  std::string family;
+  std::string template_file;
+};
+// `kernels` maps each group id to its winner (best.json's kernel_family and template).
 void emit_extension(const Graph& g, const Plan& plan, const std::string& out_dir, const std::string& model_path,
-                    const std::map<std::string, std::string>& templates);
+                    const std::map<std::string, KernelChoice>& kernels);
 // tuned_constants.h: one namespace per group with the winning parameters as constexpr ints.
 std::string tuned_constants_header(const json& best);
 std::string op_hash(const Group& g);

@@ -7,8 +7,16 @@ namespace fusetune {
 
 const Family& elementwise_family();
 const Family& gemm_family();
+const Family& gemm_tf32_family();
 
-std::vector<const Family*> all_families() { return {&elementwise_family(), &gemm_family()}; }
+std::vector<const Family*> all_families() { return {&elementwise_family(), &gemm_family(), &gemm_tf32_family()}; }
+
+std::vector<const Family*> families_for(const Group& g) {
+  std::vector<const Family*> out;
+  for (const Family* f : all_families())
+    if (f->group_family() == g.family) out.push_back(f);
+  return out;
+}
 
 const Family& family_by_name(const std::string& name) {
   for (const Family* f : all_families())

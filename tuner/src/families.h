@@ -23,6 +23,9 @@ class Family {
  public:
   virtual ~Family() = default;
   virtual std::string name() const = 0;
+  // The planner family whose groups this family's kernels run (its own name, or e.g. "gemm" for
+  // another GEMM template competing in the same search).
+  virtual std::string group_family() const { return name(); }
   // Planner rule: ops that start a group of this family (none for plain elementwise chains).
   virtual bool anchors(const std::string& op) const { return false; }
   // Fills the group's operands (a, b) and problem size for anchor node n and records the
@@ -49,6 +52,8 @@ class Family {
 
 const Family& family_by_name(const std::string& name);
 const Family* family_anchoring(const std::string& op);
+// Every family whose kernels can run group g (they compete in its search).
+std::vector<const Family*> families_for(const Group& g);
 std::vector<const Family*> all_families();
 
 // The KernelArgs a group's kernel takes, given each slot's base pointer (null in the tuner's

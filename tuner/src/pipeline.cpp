@@ -136,8 +136,10 @@ void stage_compile(const Options& o) {
   int failed = 0, total = 0;
   for (const Group& gr : plan.groups) {
     std::vector<CompileJob> jobs;
-    const SearchSpace space = load_space(ctx, gr.family);
-    for (const Config& c : space.enumerate()) jobs.push_back(candidate_job(gr, c, space.template_file));
+    for (const Family* f : families_for(gr)) {
+      const SearchSpace space = load_space(ctx, f->name());
+      for (const Config& c : space.enumerate()) jobs.push_back(candidate_job(gr, c, space.template_file));
+    }
     for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
       ++total;
       if (!r.ok) {
@@ -207,9 +209,9 @@ void stage_search(const Options& o) { search_all(o, Paths(o)); }
 void stage_tune(const Options& o) {
   const Paths p(o);
   const Searched s = search_all(o, p);
-  std::map<std::string, std::string> templates;
-  for (const json& gr : s.best.at("groups")) templates[gr.at("family")] = gr.at("template");
-  emit_extension(s.graph, s.plan, p.out, o.model, templates);
+  std::map<std::string, KernelChoice> kernels;
+  for (const json& gr : s.best.at("groups")) kernels[gr.at("id")] = KernelChoice{gr.at("kernel_family"), gr.at("template")};
+  emit_extension(s.graph, s.plan, p.out, o.model, kernels);
   std::fprintf(stderr, "generated extension/kernels and model_new.py\n");
   stage_build(o);
   if (o.verify) stage_verify(o);

@@ -210,7 +210,8 @@ json pick_best(const std::vector<json>& candidates) {
     if (c.value("status", "") == "ok" && !c.contains("early_stop") && c["time_ms"]["median"].get<double>() <= fast + spread &&
         cost(c) < cost(*pick))
       pick = &c;
-  json best = {{"name", (*pick)["name"]}, {"params", (*pick)["params"]}, {"time_ms", (*pick)["time_ms"]}};
+  json best = {{"name", (*pick)["name"]}, {"family", (*pick)["family"]}, {"template", (*pick)["template"]},
+               {"params", (*pick)["params"]}, {"time_ms", (*pick)["time_ms"]}};
   if (pick != fastest)
     best["tie"] = "within the timing spread (" + format_float(spread) + " ms) of " + (*fastest)["name"].get<std::string>() +
                   " (" + format_float(fast) + " ms); the simpler config is kept";
@@ -226,7 +227,7 @@ SearchSpace load_space(const SearchContext& ctx, const std::string& family) {
 }
 
 CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file) {
-  const Family& f = family_by_name(g.family);
+  const Family& f = family_by_name(c.family);
   const std::string kernel = f.kernel_instance(g, [&](const std::string& p) { return std::to_string(c.at(p)); });
   std::string src = "// " + g.id + " " + c.name() + "\n#include \"" + template_file + "\"\n\n" + g.op_struct;
   return CompileJob{c.name(), src, kernel};
@@ -234,11 +235,17 @@ CompileJob candidate_job(const Group& g, const Config& c, const std::string& tem
 
 json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index, int count) {
   const auto start = Clock::now();
-  const Family& family = family_by_name(g.family);
-  const SearchSpace space = load_space(ctx, g.family);
-  std::vector<Config> configs;
-  for (const Config& c : space.enumerate())
-    if (family.allowed(c, opt.precision)) configs.push_back(c);
+  struct Candidate {
+    const Family* family;
+    std::string template_file;
+    Config config;
+  };
+  std::vector<Candidate> configs;  // every family that can run the group competes
+  for (const Family* f : families_for(g)) {
+    const SearchSpace space = load_space(ctx, f->name());
+    for (const Config& c : space.enumerate())
+      if (f->allowed(c, opt.precision)) configs.push_back(Candidate{f, space.template_file, c});
+  }
   const size_t space_size = configs.size();
   if (space_size == 0) FT_USER_ERROR("the search space of " + g.family + " is empty after its constraints");
   if (opt.budget_candidates > 0 && (size_t)opt.budget_candidates < configs.size()) {
@@ -251,7 +258,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
                " of " + std::to_string(space_size) + " candidates");
 
   std::vector<CompileJob> jobs;
-  for (const auto& c : configs) jobs.push_back(candidate_job(g, c, space.template_file));
+  for (const auto& c : configs) jobs.push_back(candidate_job(g, c.config, c.template_file));
   const auto compile_start = Clock::now();
   const auto compiled = ctx.compiler->compile_all(jobs, opt.workers, [&](const CompileResult&) { progress.compiled(); });
   const double compile_s = seconds_since(compile_start);
@@ -260,7 +267,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   std::map<std::string, json> results;
   std::vector<Pending> pending;
   for (size_t i = 0; i < configs.size(); ++i) {
-    const std::string name = configs[i].name();
+    const std::string name = configs[i].config.name();
     if (!compiled[i].ok) {
       results[name] = json{{"name", name}, {"status", "compile_error"}, {"error", compiled[i].log.substr(0, 2000)}};
       continue;
@@ -271,7 +278,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
       results[name]["from_journal"] = true;
       continue;
     }
-    const LaunchDims d = family.launch(g, configs[i]);
+    const LaunchDims d = configs[i].family->launch(g, configs[i].config);
     pending.push_back(Pending{name, key,
                               json{{"name", name}, {"cubin", compiled[i].cubin_path}, {"lowered", compiled[i].lowered_name},
                                    {"grid", {d.grid[0], d.grid[1], d.grid[2]}}, {"block", {d.block[0], d.block[1], d.block[2]}},
@@ -282,17 +289,23 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   const double measure_s = seconds_since(measure_start);
 
   json out = g.to_json();
-  out["template"] = space.template_file;
   std::vector<json> candidates;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    json c = results.at(configs[i].name());
-    c["params"] = configs[i].to_json();
-    const LaunchDims d = family.launch(g, configs[i]);
+  for (const Candidate& cand : configs) {
+    json c = results.at(cand.config.name());
+    c["family"] = cand.family->name();
+    c["template"] = cand.template_file;
+    c["params"] = cand.config.to_json();
+    const LaunchDims d = cand.family->launch(g, cand.config);
     c["threads"] = d.block[0] * d.block[1] * d.block[2];
     candidates.push_back(c);
   }
   json best = pick_best(candidates);
-  out["precision"] = best.is_null() ? json() : json(family.precision(g, Config::from_json(g.family, best["params"])));
+  if (!best.is_null()) {
+    const Family& winner = family_by_name(best["family"]);
+    out["kernel_family"] = winner.name();
+    out["template"] = best["template"];
+    out["precision"] = winner.precision(g, Config::from_json(winner.name(), best["params"]));
+  }
   out["search"] = {{"space_size", space_size}, {"candidates", configs.size()}, {"wall_s", seconds_since(start)},
                    {"compile_s", compile_s}, {"measure_s", measure_s}};
   out["best"] = best;

@@ -33,8 +33,10 @@ void compile_space(const Group& g, const Compiler& c) {
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   std::vector<CompileJob> jobs;
-  const SearchSpace space = load_space(ctx, g.family);
-  for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file));
+  for (const Family* f : families_for(g)) {
+    const SearchSpace space = load_space(ctx, f->name());
+    for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file));
+  }
   ASSERT_GT(jobs.size(), 0u);
   for (const auto& r : c.compile_all(jobs, workers(), nullptr)) {
     EXPECT_TRUE(r.ok) << r.name << "\n" << r.log;

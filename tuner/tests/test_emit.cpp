@@ -27,7 +27,8 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   ASSERT_EQ(plan.groups.size(), 1u);
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
-  emit_extension(g, plan, dir, o.model, {{"gemm", "gemm.cuh"}});
+  // The TF32 template here: the fp32 one went through this path on the GPU already.
+  emit_extension(g, plan, dir, o.model, {{"g0", KernelChoice{"gemm_tf32", "gemm_tf32.cuh"}}});
   EXPECT_FALSE(file_exists(path_join(dir, "extension/kernels/g7.cu")));
   EXPECT_TRUE(file_exists(path_join(dir, "extension/kernels/g0.cu")));
 
@@ -51,7 +52,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   ctx.template_dirs = {path_join(fusetune_home(), "templates")};
   ctx.device = {{"name", "none"}};
-  const Config c = load_space(ctx, "gemm").enumerate().front();
+  const Config c = load_space(ctx, "gemm_tf32").enumerate().front();
   json group = plan.groups[0].to_json();
   group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
   group["candidates"] = json::array();
@@ -62,7 +63,8 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   ASSERT_NO_THROW(stage_build(o));
   EXPECT_FALSE(list_files(path_join(dir, "extension"), ".so").empty());
   const std::string constants = read_file(path_join(dir, "extension/kernels/tuned_constants.h"));
-  EXPECT_NE(constants.find("constexpr int BM = " + std::to_string(c.at("BM")) + ";"), std::string::npos);
+  EXPECT_NE(constants.find("constexpr int WN = " + std::to_string(c.at("WN")) + ";"), std::string::npos);
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g0.cu")).find("fusetune::gemm_tf32_kernel<tuned::BM"), std::string::npos);
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ TEST(BestJson, StaleKernelSourcesAreRefused) {
   Fixture f;
   const std::string kdir = path_join(f.dir, "extension/kernels");
   EXPECT_THROW(check_kernel_sources(f.best, kdir), UserError);
-  emit_extension(f.g, f.plan, f.dir, f.o.model, {{"elementwise", "elementwise.cuh"}});
+  emit_extension(f.g, f.plan, f.dir, f.o.model, {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}}});
   EXPECT_NO_THROW(check_kernel_sources(f.best, kdir));
   json other = f.best;
   other["groups"][0]["op_hash"] = "0123456789abcdef";
