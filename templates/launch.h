@@ -28,11 +28,4 @@ inline LaunchDims gemm_launch(int bm, int bn, int tm, int tn, long long m, long 
                     0u};
 }
 
-// One BM x BN tile per block of WM x WN warps, batches along z.
-inline LaunchDims gemm_tf32_launch(int bm, int bn, int wm, int wn, long long m, long long n, long long batch) {
-  return LaunchDims{{(unsigned)ceil_div(n, bn), (unsigned)ceil_div(m, bm), (unsigned)batch},
-                    {(unsigned)(32 * wm * wn), 1u, 1u},
-                    0u};
-}
-
 }  // namespace fusetune

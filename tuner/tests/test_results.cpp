@@ -136,3 +136,22 @@ TEST(Journal, ResumesAndIgnoresACutLine) {
 
 }  // namespace
 }  // namespace fusetune
+
+namespace fusetune {
+namespace {
+
+// The committed results/best.json (a real H200 run of model.py) must still fit this checkout:
+// a change to a template it recorded, or to model.py, needs a new run, not a silent rebuild.
+TEST(BestJson, CommittedResultFitsTheCheckout) {
+  const std::string home = fusetune_home();
+  const json best = json::parse(read_file(path_join(home, "results/best.json")));
+  Options o;
+  o.model = path_join(home, "model.py");
+  o.arch = best["fingerprint"]["arch"];
+  EXPECT_NO_THROW(check_fingerprint(best, o, {path_join(home, "templates")}));
+  EXPECT_NO_THROW(check_kernel_sources(best, path_join(home, "extension/kernels")));
+  EXPECT_TRUE(best["end_to_end"]["verify"]["ok"].get<bool>());
+}
+
+}  // namespace
+}  // namespace fusetune

@@ -14,12 +14,14 @@ class GemmTf32 : public Family {
     return "fusetune::gemm_tf32_kernel<" + p("BM") + ", " + p("BN") + ", " + p("BK") + ", " + p("WM") + ", " + p("WN") +
            ", " + g.op_type() + ">";
   }
+  // gemm_launch's geometry with (BM / TM) x (BN / TN) = (4 WM) x (8 WN) = 32 WM WN threads.
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return gemm_tf32_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("WM"), (int)c.at("WN"), g.m, g.n, g.batch);
+    const int bm = (int)c.at("BM"), bn = (int)c.at("BN");
+    return gemm_launch(bm, bn, bm / (4 * (int)c.at("WM")), bn / (8 * (int)c.at("WN")), g.m, g.n, g.batch);
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
-    return "fusetune::gemm_tf32_launch(" + p("BM") + ", " + p("BN") + ", " + p("WM") + ", " + p("WN") +
-           ", args.m, args.n, args.batch)";
+    return "fusetune::gemm_launch(" + p("BM") + ", " + p("BN") + ", " + p("BM") + " / (4 * " + p("WM") + "), " + p("BN") +
+           " / (8 * " + p("WN") + "), args.m, args.n, args.batch)";
   }
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
   bool allowed(const Config&, const std::string& policy) const override { return policy == "tf32"; }
