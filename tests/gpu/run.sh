@@ -2,10 +2,14 @@
 # GPU suite (run on a machine with an NVIDIA GPU): builds fusetune, runs it end to end on the
 # models of issue 2 and checks each result, then runs a search with a planted faulting and a
 # planted hanging candidate and checks that both are recorded while the search goes on.
-#   bash tests/gpu/run.sh                 # full-size shared models
-#   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # small models only (smoke test)
+# It also searches every GEMM template over small irregular models (tests/gpu/models: transposes,
+# batches, a broadcast batch, N = 1, edges) and requires every candidate to pass the check.
+#   bash tests/gpu/run.sh                        # planted, families, full-size shared models
+#   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # planted and one small model (smoke test)
 # Environment: FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
-# header folder), FUSETUNE_GPU_MODELS (space-separated subset), FUSETUNE_GPU_WORK (scratch).
+# header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
+# FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
+# "planted families models"), FUSETUNE_GPU_WORK (scratch).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODELS_DIR=${FUSETUNE_MODELS_DIR:-$ROOT/../shared/models}
@@ -79,13 +83,49 @@ PY
   [ $? -eq 0 ] || { failures=$((failures + 1)); tail -30 "$out/run.log"; }
 }
 
-[ -n "${FUSETUNE_GPU_SKIP_PLANTED:-}" ] || planted
+families() {  # every instance of every GEMM template must be correct on irregular shapes
+  for model in "$ROOT"/tests/gpu/models/*.py; do
+    local name out
+    name=family_$(basename "$model" .py)
+    out=$WORK/$name
+    rm -rf "$out"; mkdir -p "$out"
+    cp "$model" "$out/model.py"
+    echo "=== $name"
+    "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 --timeout 10 >"$out/run.log" 2>&1
+    python3 - "$name" "$out/results/best.json" "$summary" <<'PY'
+import collections, json, sys
+name, path, summary = sys.argv[1:4]
+try:
+    b = json.load(open(path))
+except OSError:
+    b = {"groups": []}
+bad = [(c["name"], c["status"], c.get("error", "")[:200]) for g in b["groups"] for c in g["candidates"] if c["status"] != "ok"]
+count = collections.Counter(c["family"] for g in b["groups"] for c in g["candidates"])
+ok = bool(b["groups"]) and not bad
+line = "%-22s %s candidates %s, not ok: %s" % (name, "PASS" if ok else "FAIL", dict(count), bad[:5])
+open(summary, "a").write(line + "\n")
+print(line)
+sys.exit(0 if ok else 1)
+PY
+    [ $? -eq 0 ] || { failures=$((failures + 1)); tail -20 "$out/run.log"; }
+  done
+}
+
 if [ -n "${FUSETUNE_GPU_QUICK:-}" ]; then
+  planted
   run_model small_linear "$ROOT/tuner/tests/data/small_linear.py" --budget-candidates 8
 else
-  for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3}; do
-    if [ "$m" = toplevel ]; then model=$ROOT/model.py; else model=$MODELS_DIR/$m.py; fi
-    run_model "$m" "$model" ${FUSETUNE_GPU_ARGS:-}
+  for stage in ${FUSETUNE_GPU_STAGES:-planted families models}; do
+    case $stage in
+      planted) planted ;;
+      families) families ;;
+      models)
+        for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3}; do
+          if [ "$m" = toplevel ]; then model=$ROOT/model.py; else model=$MODELS_DIR/$m.py; fi
+          run_model "$m" "$model" ${FUSETUNE_GPU_ARGS:-}
+        done ;;
+      *) echo "unknown stage $stage"; exit 2 ;;
+    esac
   done
 fi
 # Everything a reviewer needs from this run, in one archive: logs, best.json, generated sources.

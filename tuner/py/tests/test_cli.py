@@ -1,5 +1,6 @@
 # The fusetune command line on a CPU machine: error paths, planning of every shared model this
 # issue supports, and that a failed run leaves no half-written outputs behind.
+import glob
 import json
 import os
 import shutil
@@ -131,3 +132,13 @@ def test_compile_every_candidate_of_a_model(write_model, tmp_path):
     code, out, err = run("compile", "--model", path, "--out", str(tmp_path), "--workers", "2")
     assert code == 0, err
     assert "0 failed" in out
+
+
+GPU_FAMILY_MODELS = sorted(glob.glob(os.path.join(REPO, "tests", "gpu", "models", "*.py")))
+
+
+@pytest.mark.parametrize("path", GPU_FAMILY_MODELS, ids=os.path.basename)
+def test_gpu_family_models_plan_to_one_gemm(path, tmp_path):
+    """The GPU suite's irregular GEMM forms must each plan to one GEMM group (no copies)."""
+    plan = plan_of(path, tmp_path / "out")
+    assert [g["family"] for g in plan["groups"]] == ["gemm"]
