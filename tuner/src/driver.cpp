@@ -89,11 +89,8 @@ DeviceInfo query_device(int ordinal) {
   info.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   info.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
-  info.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  info.max_shared_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   info.clock_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
   CU_CHECK(cuDriverGetVersion(&info.driver_version));
-  CU_CHECK(cuDeviceTotalMem_v2(&info.total_mem, dev));
   return info;
 }
 

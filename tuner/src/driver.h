@@ -11,7 +11,7 @@ namespace fusetune {
 
 #define FT_DRIVER_FUNCTIONS(X)                                                                        \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)              \
-  X(cuDeviceGetAttribute) X(cuDeviceTotalMem_v2) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)       \
+  X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)       \
   X(cuCtxSynchronize) X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)         \
   X(cuMemcpyDtoDAsync_v2) X(cuMemsetD32_v2) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)               \
@@ -38,11 +38,8 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   int l2_bytes = 0;
-  int max_threads_per_block = 0;
-  int max_shared_per_block_optin = 0;
   int clock_khz = 0;
   int driver_version = 0;
-  size_t total_mem = 0;
   std::string arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
   // Peak fp32 FMA throughput: SMs x 128 lanes x 2 flops x clock.
   double fp32_peak_flops() const { return (double)sm_count * 128.0 * 2.0 * clock_khz * 1e3; }

@@ -34,7 +34,7 @@ KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base) {
   KernelArgs a{};
   for (size_t s = 0; s < g.slots.size(); ++s) {
     const Layout& l = g.slots[s].layout;
-    a.ptr[s] = slot_base.empty() ? nullptr : slot_base[s] + l.offset;
+    a.ptr[s] = slot_base.at(s) + l.offset;
     for (size_t d = 0; d < l.sizes.size(); ++d) {
       a.size[s][d] = l.sizes[d];
       a.stride[s][d] = l.strides[d];

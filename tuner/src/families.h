@@ -56,8 +56,8 @@ const Family* family_anchoring(const std::string& op);
 std::vector<const Family*> families_for(const Group& g);
 std::vector<const Family*> all_families();
 
-// The KernelArgs a group's kernel takes, given each slot's base pointer (null in the tuner's
-// template, filled by the worker or the binding).
+// The KernelArgs a group's kernel takes, given each slot's base pointer on the device (the
+// measuring worker's buffers; the generated bindings fill the same fields from their tensors).
 KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base);
 
 }  // namespace fusetune

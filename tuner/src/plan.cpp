@@ -136,7 +136,7 @@ class Planner {
   }
 
   void add_elementwise(const Node& n, const ValueInfo& out) {
-    check_rank(n, out);
+    check_result(n, out);
     const auto operands = tensor_operands(n);
     int target = -1, latest_producer = -1;
     for (const auto& [pos, v] : operands) {
@@ -170,7 +170,7 @@ class Planner {
   }
 
   void add_anchor(const Node& n, const ValueInfo& out, const Family& family) {
-    check_rank(n, out);
+    check_result(n, out);
     for (const auto& [pos, v] : tensor_operands(n))
       if (fused_.count(v)) materialize(v);
     const int gi = new_group(family.name(), out.shape);
@@ -186,9 +186,10 @@ class Planner {
     b.steps.push_back(std::move(step));
   }
 
-  void check_rank(const Node& n, const ValueInfo& out) {
-    if (out.dtype != "float32" && out.dtype != "bool") check_float(n.name, &n);
-    if (out.shape.size() > (size_t)kMaxRank) check_float(n.name, &n);
+  // A result stays in a register (bool for comparisons) or is a float32 tensor.
+  void check_result(const Node& n, const ValueInfo& out) {
+    if (out.dtype == "bool" && out.shape.size() <= (size_t)kMaxRank) return;
+    check_float(n.name, &n);
   }
 
   int new_group(const std::string& family, const std::vector<int64_t>& shape) {
