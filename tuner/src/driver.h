@@ -43,6 +43,8 @@ struct DeviceInfo {
   std::string arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
   // Peak fp32 FMA throughput: SMs x 128 lanes x 2 flops x clock.
   double fp32_peak_flops() const { return (double)sm_count * 128.0 * 2.0 * clock_khz * 1e3; }
+  // Peak dense TF32 tensor-core throughput on sm_80/sm_90: SMs x 1024 FMA x 2 flops x clock.
+  double tf32_peak_flops() const { return (double)sm_count * 1024.0 * 2.0 * clock_khz * 1e3; }
 };
 
 DeviceInfo query_device(int ordinal = 0);

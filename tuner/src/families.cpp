@@ -8,13 +8,18 @@ namespace fusetune {
 const Family& elementwise_family();
 const Family& gemm_family();
 const Family& gemm_tf32_family();
+const Family& cublaslt_tf32_family();
+const Family& cublaslt_fp32_family();
 
-std::vector<const Family*> all_families() { return {&elementwise_family(), &gemm_family(), &gemm_tf32_family()}; }
+std::vector<const Family*> all_families() {
+  return {&elementwise_family(), &gemm_family(), &gemm_tf32_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family()};
+}
 
 std::vector<const Family*> families_for(const Group& g) {
   std::vector<const Family*> out;
+  std::string why;
   for (const Family* f : all_families())
-    if (f->group_family() == g.family) out.push_back(f);
+    if (f->group_family() == g.family && f->supports(g, why)) out.push_back(f);
   return out;
 }
 

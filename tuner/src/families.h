@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fusetune_args.h"
+#include "json.h"
 #include "launch.h"
 #include "ops.h"
 #include "plan.h"
@@ -48,6 +49,29 @@ class Family {
   virtual bool allowed(const Config& c, const std::string& policy) const { return true; }
   // Precision of the winning config's arithmetic (recorded with every result).
   virtual std::string precision(const Group& g, const Config& c) const { return "fp32"; }
+
+  // Whether this family can run group g at all; `why` says why not.
+  virtual bool supports(const Group& g, std::string& why) const { return true; }
+  // Whether a candidate includes an NVRTC-compiled kernel (kernel_instance); a library call alone does not.
+  virtual bool has_kernel(const Group& g) const { return true; }
+  // The header that defines kernel_instance (for NVRTC): the space's template unless that is host code.
+  virtual std::string kernel_header(const std::string& template_file) const { return template_file; }
+  // What the measuring worker calls besides the kernel, e.g. {"cublaslt": {...}}; null for none.
+  virtual json library_call(const Group& g, const Config& c) const { return nullptr; }
+  // The extension source's includes (the template header and what it needs).
+  virtual std::string extension_includes(const Group& g, const std::string& template_file) const {
+    return "#include \"" + template_file + "\"\n";
+  }
+  // Body of the extension's `void fusetune_launch_<id>(const KernelArgs& args, cudaStream_t stream)`,
+  // with the tuned constants named by p() in namespace `tuned`.
+  virtual std::string extension_launch(const Group& g, const ParamText& p) const {
+    return "  const fusetune::LaunchDims d = " + launch_expr(g, p) + ";\n  " + kernel_instance(g, p) +
+           "<<<dim3(d.grid[0], d.grid[1], d.grid[2]), dim3(d.block[0], d.block[1], d.block[2]), d.shared_bytes, stream>>>(args);\n";
+  }
+  // Memory the binding passes after the group's slots: slot slots.size() holds scratch_floats(g)
+  // floats allocated per call, the next one a workspace of workspace_bytes() kept per device.
+  virtual int64_t scratch_floats(const Group& g) const { return 0; }
+  virtual int64_t workspace_bytes() const { return 0; }
 };
 
 const Family& family_by_name(const std::string& name);

@@ -34,6 +34,8 @@ Graph Graph::from_json(const json& j) {
   g.init_args = m.value("init_args", json::array());
   g.init_signature = m.value("init_signature", json{{"def", "(self, *args)"}, {"call", "*args"}});
   g.torch_version = j.value("torch_version", "");
+  if (j.contains("libraries") && j.at("libraries").value("cublaslt", json()).is_string())
+    g.cublaslt_path = j.at("libraries").at("cublaslt").get<std::string>();
   g.seed = j.value("seed", 0);
   for (const auto& [name, v] : j.at("values").items()) {
     ValueInfo info;

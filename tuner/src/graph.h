@@ -37,6 +37,7 @@ struct Graph {
   json init_args;
   json init_signature;  // {"def": "(self, a, b)", "call": "a, b"} of Model.__init__
   std::string torch_version;
+  std::string cublaslt_path;  // the cuBLASLt library PyTorch loaded at capture ("" when none)
   int64_t seed = 0;
   std::map<std::string, ValueInfo> values;
   std::vector<Node> nodes;

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 
 #include "compile.h"
+#include "cublaslt.h"
 #include "driver.h"
 #include "error.h"
 #include "families.h"
@@ -54,7 +56,10 @@ class Worker {
   std::unique_ptr<DeviceBuffer> upload(const std::string& value);
   json check_outputs();
   double measure_bandwidth();
-  CUresult launch(CUfunction f, const json& cand, CUstream stream);
+  CUresult launch(CUfunction f, const json& cand, const KernelArgs& args, CUstream stream);
+  // The library part of a candidate: returns how to run it, or sets `unavailable` / throws.
+  std::function<CUresult(CUstream)> library_run(const json& call, json& result, std::string& unavailable);
+  void setup_cublaslt();
 
   json job_;
   Group group_;
@@ -67,7 +72,86 @@ class Worker {
   CUfunction check_fn_ = nullptr;
   KernelArgs args_{};
   double best_ms_ = -1.0;
+  // cuBLASLt (loaded only when a candidate calls it): handle, workspace, the product buffer of
+  // candidates with an epilogue pass, and each compute mode's description and heuristic.
+  const CublasLt* lt_ = nullptr;
+  cublasLtHandle_t lt_handle_ = nullptr;
+  std::unique_ptr<DeviceBuffer> lt_workspace_, product_;
+  std::map<bool, std::unique_ptr<LtGemm>> lt_gemm_;
+  std::map<std::pair<bool, float*>, std::vector<cublasLtMatmulHeuristicResult_t>> lt_algos_;
+  cublasStatus_t lt_status_ = CUBLAS_STATUS_SUCCESS;
 };
+
+void Worker::setup_cublaslt() {
+  lt_ = &cublaslt_api(job_.value("cublaslt_path", ""));
+  if (lt_->cublasLtCreate(&lt_handle_) != CUBLAS_STATUS_SUCCESS) FT_THROW("cublasLtCreate failed");
+  lt_workspace_ = std::make_unique<DeviceBuffer>(kCublasLtWorkspaceBytes);
+  product_ = std::make_unique<DeviceBuffer>((size_t)group_.numel() * sizeof(float));
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)v);
+  return buf;
+}
+
+// cuBLASLt's description of an algorithm, for the reader of best.json.
+json algo_config(const CublasLt& lt, const cublasLtMatmulAlgo_t& algo) {
+  const std::pair<const char*, cublasLtMatmulAlgoConfigAttributes_t> attrs[] = {
+      {"id", CUBLASLT_ALGO_CONFIG_ID},           {"tile", CUBLASLT_ALGO_CONFIG_TILE_ID},
+      {"stages", CUBLASLT_ALGO_CONFIG_STAGES_ID}, {"split_k", CUBLASLT_ALGO_CONFIG_SPLITK_NUM},
+      {"reduction", CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME}, {"swizzle", CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING},
+      {"custom", CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION}, {"cluster_shape", CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}};
+  json out = json::object();
+  for (const auto& [name, attr] : attrs) {
+    size_t size = 0;
+    if (lt.cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, nullptr, 0, &size) != CUBLAS_STATUS_SUCCESS || size > 8) continue;
+    uint64_t v = 0;
+    if (lt.cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, size, &size) != CUBLAS_STATUS_SUCCESS) continue;
+    out[name] = size == 4 ? json((int32_t)(uint32_t)v) : json(v);  // e.g. split_k -1 (int32)
+  }
+  return out;
+}
+
+std::function<CUresult(CUstream)> Worker::library_run(const json& call, json& result, std::string& unavailable) {
+  const json& c = call.at("cublaslt");
+  if (!lt_) setup_cublaslt();
+  const bool tf32 = c.at("tf32").get<bool>();
+  const int index = c.at("algo").get<int>(), out_slot = c.at("output_slot").get<int>();
+  const int bias_slot = c.at("bias_slot").get<int>();
+  float* out = out_slot >= 0 ? args_.ptr[out_slot] : reinterpret_cast<float*>(product_->ptr);
+  const float* bias = bias_slot >= 0 ? args_.ptr[bias_slot] : nullptr;
+  auto& gemm = lt_gemm_[tf32];
+  if (!gemm) gemm = std::make_unique<LtGemm>(*lt_, args_, tf32, (cublasLtEpilogue_t)c.at("epilogue").get<int>());
+  if (gemm->status() != CUBLAS_STATUS_SUCCESS)
+    FT_THROW("cuBLASLt cannot describe this product (status " + std::to_string((int)gemm->status()) + ")");
+  auto& algos = lt_algos_[{tf32, out}];
+  if (algos.empty()) {
+    algos.resize(64);
+    algos.resize(gemm->heuristic(lt_handle_, args_, out, algos.data(), (int)algos.size()));
+  }
+  if (index >= (int)algos.size()) {
+    unavailable = "cuBLASLt's heuristic offers " + std::to_string(algos.size()) + " algorithms for this product";
+    return nullptr;
+  }
+  const cublasLtMatmulHeuristicResult_t& h = algos[index];
+  json data = json::array();
+  for (uint64_t w : h.algo.data) data.push_back(hex64(w));
+  const int alignment = gemm->alignment(args_, out);
+  const size_t version = lt_->cublasLtGetVersion();
+  result["library"] = {{"name", "cublaslt"}, {"version", version}, {"compute", tf32 ? "tf32" : "fp32"},
+                       {"epilogue", c.at("epilogue_name")},
+                       {"heuristic_rank", index}, {"workspace_bytes", h.workspaceSize}, {"waves", h.wavesCount},
+                       {"config", algo_config(*lt_, h.algo)},
+                       {"constants", {{"ALGO_DATA", data}, {"CUBLASLT_VERSION", version}, {"ALIGNMENT", alignment}}}};
+  const LtGemm* g = gemm.get();
+  const cublasLtMatmulAlgo_t algo = h.algo;
+  void* ws = reinterpret_cast<void*>(lt_workspace_->ptr);
+  return [this, g, algo, out, bias, ws](CUstream stream) {
+    lt_status_ = g->run(lt_handle_, args_, out, bias, algo, ws, kCublasLtWorkspaceBytes, (cudaStream_t)stream);
+    return lt_status_ == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+  };
+}
 
 std::unique_ptr<DeviceBuffer> Worker::upload(const std::string& value) {
   const json& info = job_.at("tensor_index").at(value);
@@ -118,6 +202,7 @@ void Worker::setup() {
                  {"clock_khz", dev_.clock_khz},
                  {"driver_version", dev_.driver_version},
                  {"fp32_peak_tflops", dev_.fp32_peak_flops() / 1e12},
+                 {"tf32_peak_tflops", dev_.tf32_peak_flops() / 1e12},
                  {"copy_bandwidth_gbps", measure_bandwidth()}};
   emit("ready", json{{"device", device}});
 }
@@ -145,10 +230,11 @@ double Worker::measure_bandwidth() {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
-CUresult Worker::launch(CUfunction f, const json& cand, CUstream stream) {
+CUresult Worker::launch(CUfunction f, const json& cand, const KernelArgs& args, CUstream stream) {
   const auto g = cand.at("grid").get<std::vector<unsigned>>();
   const auto b = cand.at("block").get<std::vector<unsigned>>();
-  void* params[] = {&args_};
+  KernelArgs a = args;
+  void* params[] = {&a};
   return Driver::get().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], cand.at("shared_bytes").get<unsigned>(),
                                       stream, params, nullptr);
 }
@@ -187,39 +273,61 @@ void Worker::run_candidate(const json& cand) {
   const std::string name = cand.at("name").get<std::string>();
   std::printf("begin %s\n", name.c_str());
   std::fflush(stdout);
-  json result = {{"name", name}};
-  const std::string cubin = read_file(cand.at("cubin").get<std::string>());
-  CUmodule mod;
-  CUfunction f;
-  CU_CHECK(cuModuleLoadData(&mod, cubin.data()));
-  CU_CHECK(cuModuleGetFunction(&f, mod, cand.at("lowered").get<std::string>().c_str()));
-  int regs = 0, smem = 0, max_threads = 0;
-  CU_CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
-  CU_CHECK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
-  CU_CHECK(cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
-  result["resources"] = {{"registers", regs}, {"static_shared_bytes", smem}, {"max_threads_per_block", max_threads}};
-  const auto block = cand.at("block").get<std::vector<unsigned>>();
-  const unsigned threads = block[0] * block[1] * block[2];
+  json result = {{"name", name}, {"resources", {{"registers", 0}, {"static_shared_bytes", 0}}}};
+  CUmodule mod = nullptr;
+  CUfunction f = nullptr;
   auto finish = [&](const std::string& status, const std::string& error) {
     result["status"] = status;
     if (!error.empty()) result["error"] = error;
     emit("result", result);
-    Driver::get().cuModuleUnload(mod);
+    if (mod) Driver::get().cuModuleUnload(mod);
   };
-  if ((int)threads > max_threads) {
-    return finish("out_of_resources", std::to_string(threads) + " threads per block, the compiled kernel allows " +
-                                          std::to_string(max_threads) + " (registers: " + std::to_string(regs) + ")");
+  if (cand.contains("cubin")) {  // the candidate's own kernel
+    const std::string cubin = read_file(cand.at("cubin").get<std::string>());
+    CU_CHECK(cuModuleLoadData(&mod, cubin.data()));
+    CU_CHECK(cuModuleGetFunction(&f, mod, cand.at("lowered").get<std::string>().c_str()));
+    int regs = 0, smem = 0, max_threads = 0;
+    CU_CHECK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    CU_CHECK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
+    CU_CHECK(cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+    result["resources"] = {{"registers", regs}, {"static_shared_bytes", smem}, {"max_threads_per_block", max_threads}};
+    const auto block = cand.at("block").get<std::vector<unsigned>>();
+    const unsigned threads = block[0] * block[1] * block[2];
+    if ((int)threads > max_threads) {
+      return finish("out_of_resources", std::to_string(threads) + " threads per block, the compiled kernel allows " +
+                                            std::to_string(max_threads) + " (registers: " + std::to_string(regs) + ")");
+    }
   }
+  // A library call (cuBLASLt) computes the product; the kernel, if any, is its epilogue pass and
+  // reads the product from the B operand's slot (templates/gemm_epilogue.cuh).
+  std::function<CUresult(CUstream)> library;
+  KernelArgs kernel_args = args_;
+  if (cand.contains("cublaslt")) {
+    std::string unavailable;
+    library = library_run(cand, result, unavailable);
+    if (!library) return finish("unavailable", unavailable);
+    kernel_args.ptr[1] = reinterpret_cast<float*>(product_->ptr);
+  }
+  lt_status_ = CUBLAS_STATUS_SUCCESS;
+  auto run = [&](CUstream stream) {
+    CUresult r = library ? library(stream) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && f) r = launch(f, cand, kernel_args, stream);
+    return r;
+  };
+  auto launch_error = [&](CUresult r) {
+    return lt_status_ != CUBLAS_STATUS_SUCCESS ? "cuBLASLt status " + std::to_string((int)lt_status_) : cu_error_name(r);
+  };
   // Correctness: poisoned outputs, one run, compare.
   for (const auto& o : outputs_) CU_CHECK(cuMemsetD32_v2(o->ptr, 0x7fc00000u, o->bytes / 4));
-  CUresult r = launch(f, cand, nullptr);
+  if (product_) CU_CHECK(cuMemsetD32_v2(product_->ptr, 0x7fc00000u, product_->bytes / 4));
+  CUresult r = run(nullptr);
   if (r == CUDA_SUCCESS) r = Driver::get().cuCtxSynchronize();
   if (r != CUDA_SUCCESS) {
     if (is_sticky_error(r)) {
       finish("fault", cu_error_name(r));
       std::exit(3);  // the context is lost; the parent starts a fresh worker for the rest
     }
-    return finish("out_of_resources", "launch failed: " + cu_error_name(r));
+    return finish("out_of_resources", "launch failed: " + launch_error(r));
   }
   result["check"] = check_outputs();
   if (!result["check"]["passed"].get<bool>()) return finish("incorrect", "output differs from PyTorch's reference");
@@ -235,12 +343,12 @@ void Worker::run_candidate(const json& cand) {
     for (int i = 0; i < runs && status == CUDA_SUCCESS; ++i) {
       CU_CHECK(cuMemsetD32Async(flush_->ptr, (unsigned)i, flush_->bytes / 4, nullptr));
       CU_CHECK(cuEventRecord(ev[2 * i], nullptr));
-      status = launch(f, cand, nullptr);
+      status = run(nullptr);
       CU_CHECK(cuEventRecord(ev[2 * i + 1], nullptr));
     }
     if (status == CUDA_SUCCESS) status = Driver::get().cuCtxSynchronize();
     if (status != CUDA_SUCCESS) {
-      finish("fault", "during timing: " + cu_error_name(status));
+      finish("fault", "during timing: " + launch_error(status));
       std::exit(3);
     }
     std::vector<double> ms;

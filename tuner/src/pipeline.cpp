@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <regex>
+#include <set>
 
 #include "driver.h"
 #include "emit.h"
@@ -136,9 +137,14 @@ void stage_compile(const Options& o) {
   int failed = 0, total = 0;
   for (const Group& gr : plan.groups) {
     std::vector<CompileJob> jobs;
+    std::set<std::string> seen;  // library families compile one epilogue for all their configs
     for (const Family* f : families_for(gr)) {
+      if (!f->has_kernel(gr)) continue;
       const SearchSpace space = load_space(ctx, f->name());
-      for (const Config& c : space.enumerate()) jobs.push_back(candidate_job(gr, c, space.template_file));
+      for (const Config& c : space.enumerate()) {
+        CompileJob job = candidate_job(gr, c, space.template_file);
+        if (seen.insert(job.kernel + "\n" + job.source).second) jobs.push_back(std::move(job));
+      }
     }
     for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
       ++total;
@@ -176,6 +182,7 @@ Searched search_all(const Options& o, const Paths& p) {
   ctx.work_dir = p.work;
   ctx.tensors_dir = p.tensors;
   ctx.arch = o.arch;
+  ctx.cublaslt_path = g.cublaslt_path;
   ctx.data_key = data_key;
   ctx.device = json{{"name", dev.name}};
   // A search resumed wholly from the journal starts no worker: reuse what the last one measured.

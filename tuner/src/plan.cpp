@@ -248,6 +248,22 @@ class Planner {
   int var_count_ = 0;
 };
 
+// addmm's bias when it is one value per output column and alpha = beta = 1: a library can add it
+// inside the product (the epilogue then applies the Op with kBiasInProduct).
+const Layout* per_column_bias(const Node& n, const std::map<std::string, Layout>& loaded) {
+  if (n.op != "aten.addmm.default" && n.op != "aten.baddbmm.default") return nullptr;
+  for (const auto& [i, name] : {std::pair<size_t, const char*>{3, "beta"}, {4, "alpha"}}) {
+    const json& v = node_arg(n, i, name);
+    if (!v.is_null() && !(is_number(v) && number(v) == 1.0)) return nullptr;
+  }
+  const json& bias = node_arg(n, 0, "self");
+  if (!is_value_ref(bias) || !loaded.count(value_ref(bias))) return nullptr;
+  const Layout& l = loaded.at(value_ref(bias));
+  for (size_t d = 0; d + 1 < l.strides.size(); ++d)
+    if (l.strides[d] != 0) return nullptr;
+  return !l.strides.empty() && l.strides.back() == 1 ? &l : nullptr;
+}
+
 Group Planner::finalize(Building& b) {
   Group& gr = b.group;
   const bool anchored = gr.family != "elementwise";
@@ -302,6 +318,12 @@ Group Planner::finalize(Building& b) {
         return "";
       };
       expr = s.anchor ? family_by_name(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
+      if (s.anchor) {
+        if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {
+          gr.bias_slot = slot_of(*bias, Access::Strided);
+          expr = "(kBiasInProduct ? x[0] : " + expr + ")";
+        }
+      }
     }
     body += "    const float " + s.var + " = " + expr + ";\n";
   }
@@ -314,7 +336,7 @@ Group Planner::finalize(Building& b) {
                  "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +
                  "  static constexpr int kOut = " + std::to_string(gr.outputs.size()) + ";\n" +
                  "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" +
-                 "  template <int MATH>\n" +
+                 "  template <int MATH, bool kBiasInProduct = false>\n" +
                  "  __device__ __forceinline__ static void apply(const fusetune::KernelArgs& a, long long idx,\n" +
                  "                                               const float* x, float* y) {\n" +
                  "    (void)a; (void)idx; (void)x;\n" + body + "  }\n};\n}  // namespace fusetune_gen\n";
@@ -347,7 +369,7 @@ json Group::to_json() const {
   j["nodes"] = nodes;
   j["ops"] = ops;
   j["index_shape"] = index_shape;
-  if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}};
+  if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}, {"bias_slot", bias_slot}};
   j["slots"] = json::array();
   for (const Slot& s : slots)
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
@@ -368,6 +390,7 @@ Group Group::from_json(const json& j) {
   if (j.contains("gemm")) {
     const json& m = j.at("gemm");
     g.m = m.at("m"); g.n = m.at("n"); g.k = m.at("k"); g.batch = m.at("batch");
+    g.bias_slot = m.value("bias_slot", -1);
   }
   for (const json& s : j.at("slots")) {
     const std::string access = s.at("access").get<std::string>();

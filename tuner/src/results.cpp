@@ -25,21 +25,27 @@ json template_hashes(const std::vector<std::string>& dirs) {
 
 namespace {
 
+// Each candidate's floor: its FLOPs at the peak of its precision (fp32 FMA or TF32 tensor cores)
+// or its bytes at the copy rate, whichever is larger; the group's is its winner's.
 void add_roofline(json& group, const Group& g, const json& device, const std::map<std::string, int64_t>& numel) {
   const Family& f = family_by_name(g.family);
   const double flops = f.flops(g), bytes = (double)g.bytes_moved(numel);
-  const double peak = device.value("fp32_peak_tflops", 0.0) * 1e12, bw = device.value("copy_bandwidth_gbps", 0.0) * 1e9;
+  const double bw = device.value("copy_bandwidth_gbps", 0.0) * 1e9;
   group["flops"] = flops;
   group["bytes"] = bytes;
-  if (peak <= 0 || bw <= 0) return;
-  const double floor_ms = std::max(flops / peak, bytes / bw) * 1e3;
-  group["floor_ms"] = floor_ms;
-  group["bound"] = flops / peak > bytes / bw ? "compute" : "memory";
-  auto pct = [&](json& c) {
-    if (c.contains("time_ms")) c["roofline_pct"] = 100.0 * floor_ms / c["time_ms"]["median"].get<double>();
+  auto peak = [&](const json& c) {
+    const bool tf32 = c.value("precision", "fp32").rfind("tf32", 0) == 0;
+    return device.value(tf32 ? "tf32_peak_tflops" : "fp32_peak_tflops", 0.0) * 1e12;
   };
-  for (json& c : group["candidates"]) pct(c);
-  if (!group["best"].is_null()) pct(group["best"]);
+  auto floor_ms = [&](const json& c) { return std::max(flops / peak(c), bytes / bw) * 1e3; };
+  if (peak(group) <= 0 || bw <= 0) return;
+  group["floor_ms"] = floor_ms(group);
+  group["bound"] = flops / peak(group) > bytes / bw ? "compute" : "memory";
+  auto pct = [&](json& c, const json& precision_of) {
+    if (c.contains("time_ms")) c["roofline_pct"] = 100.0 * floor_ms(precision_of) / c["time_ms"]["median"].get<double>();
+  };
+  for (json& c : group["candidates"]) pct(c, c);
+  if (!group["best"].is_null()) pct(group["best"], group);
 }
 
 }  // namespace

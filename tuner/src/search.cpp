@@ -96,6 +96,7 @@ bool WorkerSupervisor::run_worker(std::vector<Pending>& pending) {
               {"min_ms", opt_.min_ms},         {"best_ms", best_ms_ > 0 ? json(best_ms_) : json()}};
   job["compile"] = {{"include_dirs", ctx_.template_dirs}, {"arch", ctx_.arch},
                     {"cache_dir", path_join(ctx_.work_dir, "cache")}};
+  job["cublaslt_path"] = ctx_.cublaslt_path;
   job["candidates"] = json::array();
   for (const auto& p : pending) job["candidates"].push_back(p.job);
   const std::string job_path = path_join(ctx_.work_dir, "job_" + g_.id + ".json");
@@ -183,9 +184,11 @@ bool WorkerSupervisor::run_worker(std::vector<Pending>& pending) {
   return ready;
 }
 
-std::string candidate_key(const SearchContext& ctx, const SearchOptions& opt, const CompileJob& job) {
-  return sha256_hex(ctx.compiler->cache_key(job) + "\n" + ctx.data_key + "\n" + format_float(opt.atol) + "/" +
-                    format_float(opt.rtol) + "\n" + ctx.device.value("name", ""));
+// Identifies a measurement: what runs (the compiled kernel, the library call and the library
+// itself), on which data, under which tolerances, on which GPU.
+std::string candidate_key(const SearchContext& ctx, const SearchOptions& opt, const std::string& what) {
+  return sha256_hex(what + "\n" + ctx.data_key + "\n" + format_float(opt.atol) + "/" + format_float(opt.rtol) + "\n" +
+                    ctx.device.value("name", ""));
 }
 
 // The winner: fastest median. Candidates whose median is within the uncertainty of the
@@ -212,10 +215,33 @@ json pick_best(const std::vector<json>& candidates) {
       pick = &c;
   json best = {{"name", (*pick)["name"]}, {"family", (*pick)["family"]}, {"template", (*pick)["template"]},
                {"params", (*pick)["params"]}, {"time_ms", (*pick)["time_ms"]}};
+  if (pick->contains("library")) best["library"] = (*pick)["library"];
   if (pick != fastest)
     best["tie"] = "within the timing spread (" + format_float(spread) + " ms) of " + (*fastest)["name"].get<std::string>() +
                   " (" + format_float(fast) + " ms); the simpler config is kept";
   return best;
+}
+
+struct Candidate {
+  const Family* family;
+  std::string template_file;
+  Config config;
+};
+
+// One job per distinct kernel among the candidates (a library family compiles one epilogue for
+// all its algorithms); job_of[i] is candidate i's job, -1 for a library call alone.
+std::vector<CompileJob> compile_jobs(const Group& g, const std::vector<Candidate>& configs, std::vector<int>& job_of) {
+  std::vector<CompileJob> jobs;
+  job_of.assign(configs.size(), -1);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (!configs[i].family->has_kernel(g)) continue;
+    CompileJob job = candidate_job(g, configs[i].config, configs[i].template_file);
+    const auto same = std::find_if(jobs.begin(), jobs.end(),
+                                   [&](const CompileJob& j) { return j.kernel == job.kernel && j.source == job.source; });
+    job_of[i] = (int)(same - jobs.begin());
+    if (same == jobs.end()) jobs.push_back(std::move(job));
+  }
+  return jobs;
 }
 
 }  // namespace
@@ -229,19 +255,20 @@ SearchSpace load_space(const SearchContext& ctx, const std::string& family) {
 CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file) {
   const Family& f = family_by_name(c.family);
   const std::string kernel = f.kernel_instance(g, [&](const std::string& p) { return std::to_string(c.at(p)); });
-  std::string src = "// " + g.id + " " + c.name() + "\n#include \"" + template_file + "\"\n\n" + g.op_struct;
+  std::string src = "// " + g.id + "\n#include \"" + f.kernel_header(template_file) + "\"\n\n" + g.op_struct;
   return CompileJob{c.name(), src, kernel};
 }
 
 json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index, int count) {
   const auto start = Clock::now();
-  struct Candidate {
-    const Family* family;
-    std::string template_file;
-    Config config;
-  };
   std::vector<Candidate> configs;  // every family that can run the group competes
-  for (const Family* f : families_for(g)) {
+  for (const Family* f : all_families()) {
+    std::string why;
+    if (f->group_family() != g.family) continue;
+    if (!f->supports(g, why)) {
+      progress.log(g.id + ": " + f->name() + " cannot run this group: " + why);
+      continue;
+    }
     const SearchSpace space = load_space(ctx, f->name());
     for (const Config& c : space.enumerate())
       if (f->allowed(c, opt.precision)) configs.push_back(Candidate{f, space.template_file, c});
@@ -257,8 +284,9 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   progress.log(g.id + " (" + g.family + ": " + std::to_string(g.ops.size()) + " ops): " + std::to_string(configs.size()) +
                " of " + std::to_string(space_size) + " candidates");
 
-  std::vector<CompileJob> jobs;
-  for (const auto& c : configs) jobs.push_back(candidate_job(g, c.config, c.template_file));
+  std::vector<int> job_of;
+  const std::vector<CompileJob> jobs = compile_jobs(g, configs, job_of);
+  for (size_t i = jobs.size(); i < configs.size(); ++i) progress.compiled();  // shared or no kernel
   const auto compile_start = Clock::now();
   const auto compiled = ctx.compiler->compile_all(jobs, opt.workers, [&](const CompileResult&) { progress.compiled(); });
   const double compile_s = seconds_since(compile_start);
@@ -267,22 +295,33 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   std::map<std::string, json> results;
   std::vector<Pending> pending;
   for (size_t i = 0; i < configs.size(); ++i) {
+    const Family& f = *configs[i].family;
     const std::string name = configs[i].config.name();
-    if (!compiled[i].ok) {
-      results[name] = json{{"name", name}, {"status", "compile_error"}, {"error", compiled[i].log.substr(0, 2000)}};
-      continue;
+    const json library = f.library_call(g, configs[i].config);
+    json entry = {{"name", name}};
+    std::string what;
+    if (job_of[i] >= 0) {
+      const CompileResult& cr = compiled[job_of[i]];
+      if (!cr.ok) {
+        results[name] = json{{"name", name}, {"status", "compile_error"}, {"error", cr.log.substr(0, 2000)}};
+        continue;
+      }
+      const LaunchDims d = f.launch(g, configs[i].config);
+      entry.update(json{{"cubin", cr.cubin_path}, {"lowered", cr.lowered_name}, {"grid", {d.grid[0], d.grid[1], d.grid[2]}},
+                        {"block", {d.block[0], d.block[1], d.block[2]}}, {"shared_bytes", d.shared_bytes}});
+      what = ctx.compiler->cache_key(jobs[job_of[i]]);
     }
-    const std::string key = candidate_key(ctx, opt, jobs[i]);
+    if (!library.is_null()) {
+      entry.update(library);
+      what += "\n" + library.dump() + "\n" + ctx.cublaslt_path + "\n" + g.to_json().dump();
+    }
+    const std::string key = candidate_key(ctx, opt, what);
     if (const json* done = journal.find(key)) {
       results[name] = *done;
       results[name]["from_journal"] = true;
       continue;
     }
-    const LaunchDims d = configs[i].family->launch(g, configs[i].config);
-    pending.push_back(Pending{name, key,
-                              json{{"name", name}, {"cubin", compiled[i].cubin_path}, {"lowered", compiled[i].lowered_name},
-                                   {"grid", {d.grid[0], d.grid[1], d.grid[2]}}, {"block", {d.block[0], d.block[1], d.block[2]}},
-                                   {"shared_bytes", d.shared_bytes}}});
+    pending.push_back(Pending{name, key, entry});
   }
   const auto measure_start = Clock::now();
   WorkerSupervisor(ctx, opt, g, journal, progress, results).run(pending, start);
@@ -295,8 +334,11 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     c["family"] = cand.family->name();
     c["template"] = cand.template_file;
     c["params"] = cand.config.to_json();
-    const LaunchDims d = cand.family->launch(g, cand.config);
-    c["threads"] = d.block[0] * d.block[1] * d.block[2];
+    c["precision"] = cand.family->precision(g, cand.config);
+    if (cand.family->has_kernel(g)) {
+      const LaunchDims d = cand.family->launch(g, cand.config);
+      c["threads"] = d.block[0] * d.block[1] * d.block[2];
+    }
     candidates.push_back(c);
   }
   json best = pick_best(candidates);

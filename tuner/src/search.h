@@ -33,6 +33,7 @@ struct SearchContext {
   std::string tensors_dir;  // reference tensors + tensors.json
   json tensor_index;
   std::string arch;
+  std::string cublaslt_path;  // the cuBLASLt PyTorch loads (graph.json); the worker times that one
   std::string data_key;     // identifies the reference data (model hash, seed, torch)
   const Compiler* compiler = nullptr;
   json device;              // filled from the worker's ready line

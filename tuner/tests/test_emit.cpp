@@ -18,17 +18,21 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   const std::string dir = ::mkdtemp(tmpl);
   Options o;
   o.model = path_join(dir, "model.py");
-  write_file_atomic(o.model, read_file(std::string(FUSETUNE_TEST_DATA) + "/small_linear.py"));
+  write_file_atomic(o.model, read_file(std::string(FUSETUNE_TEST_DATA) + "/small_mixed.py"));
   o.out = dir;
   o.search.workers = 2;
   validate(o);
   const Graph g = capture_model(o);
   const Plan plan = plan_graph(g);
-  ASSERT_EQ(plan.groups.size(), 1u);
+  ASSERT_EQ(plan.groups.size(), 3u);
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
-  // The TF32 template here: the fp32 one went through this path on the GPU already.
-  emit_extension(g, plan, dir, o.model, {{"g0", KernelChoice{"gemm_tf32", "gemm_tf32.cuh"}}});
+  // Both cuBLASLt forms (bias inside cuBLASLt, then an epilogue pass; bias and ReLU inside
+  // cuBLASLt, writing the output directly) and the TF32 template on a bare product.
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_tf32", "cublaslt_gemm.h"}},
+                                                       {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
+                                                       {"g2", KernelChoice{"gemm_tf32", "gemm_tf32.cuh"}}};
+  emit_extension(g, plan, dir, o.model, kernels);
   EXPECT_FALSE(file_exists(path_join(dir, "extension/kernels/g7.cu")));
   EXPECT_TRUE(file_exists(path_join(dir, "extension/kernels/g0.cu")));
 
@@ -39,7 +43,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
 
   const std::string model_new = read_file(path_join(dir, "model_new.py"));
   EXPECT_NE(model_new.find("def __init__(self, in_features, out_features, scale):"), std::string::npos) << model_new;
-  EXPECT_NE(model_new.find("def forward(self, x, r):"), std::string::npos);
+  EXPECT_NE(model_new.find("def forward(self, x, r, w):"), std::string::npos);
   EXPECT_NE(model_new.find("cuda_extension.g0(x, self.get_parameter(\"fc.weight\"), r, self.get_parameter(\"fc.bias\"))"),
             std::string::npos)
       << model_new;
@@ -47,24 +51,48 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   const std::string forward = model_new.substr(model_new.find("def forward"));
   EXPECT_EQ(forward.find("torch."), std::string::npos) << forward;
 
-  // A best.json as a search would write it (first config of the space), then a real build.
+  // The cuBLASLt groups: bias in cuBLASLt and an epilogue pass over a scratch product; bias and
+  // ReLU in cuBLASLt writing the output.
+  const std::string g0_cu = read_file(path_join(dir, "extension/kernels/g0.cu"));
+  EXPECT_NE(g0_cu.find("fusetune::LtBaked lt(args, true, CUBLASLT_EPILOGUE_BIAS, tuned::ALGO_DATA"), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune::gemm_epilogue_kernel<256, 4, 2, 0, true, fusetune_gen::g0_op><<<"), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("(kBiasInProduct ? x[0] : "), std::string::npos) << g0_cu;
+  EXPECT_NE(binding.find("torch::Tensor scratch = torch::empty({1073}"), std::string::npos) << binding;
+  const std::string g1_cu = read_file(path_join(dir, "extension/kernels/g1.cu"));
+  EXPECT_NE(g1_cu.find("fusetune::LtBaked lt(args, false, CUBLASLT_EPILOGUE_RELU_BIAS,"), std::string::npos) << g1_cu;
+  EXPECT_EQ(g1_cu.find("gemm_epilogue_kernel"), std::string::npos) << g1_cu;
+  EXPECT_EQ(read_file(path_join(dir, "extension/kernels/g1_binding.cpp")).find("scratch"), std::string::npos);
+
+  // A best.json as a search would write it (first config of each space), then a real build.
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   ctx.template_dirs = {path_join(fusetune_home(), "templates")};
   ctx.device = {{"name", "none"}};
-  const Config c = load_space(ctx, "gemm_tf32").enumerate().front();
-  json group = plan.groups[0].to_json();
-  group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
-  group["candidates"] = json::array();
-  group["search"] = {{"wall_s", 0.0}};
+  json groups = json::array();
+  for (const Group& gr : plan.groups) {
+    const KernelChoice& k = kernels.at(gr.id);
+    const Config c = load_space(ctx, k.family).enumerate().front();
+    json group = gr.to_json();
+    group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
+    if (k.family != "gemm_tf32") {  // what the worker records for a cuBLASLt winner (values made up: built, not run)
+      group["best"]["library"] = {{"constants", {{"ALGO_DATA", json::array({"0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7", "0x8"})},
+                                                 {"CUBLASLT_VERSION", 130000}, {"ALIGNMENT", 16}}}};
+    }
+    group["candidates"] = json::array();
+    group["search"] = {{"wall_s", 0.0}};
+    groups.push_back(group);
+  }
   std::map<std::string, int64_t> numel;
   for (const auto& [name, v] : g.values) numel[name] = v.numel();
-  write_file_atomic(path_join(dir, "results/best.json"), make_best_json(o, g, plan, json::array({group}), ctx, numel).dump());
+  write_file_atomic(path_join(dir, "results/best.json"), make_best_json(o, g, plan, groups, ctx, numel).dump());
   ASSERT_NO_THROW(stage_build(o));
   EXPECT_FALSE(list_files(path_join(dir, "extension"), ".so").empty());
   const std::string constants = read_file(path_join(dir, "extension/kernels/tuned_constants.h"));
+  const Config c = load_space(ctx, "gemm_tf32").enumerate().front();
   EXPECT_NE(constants.find("constexpr int WN = " + std::to_string(c.at("WN")) + ";"), std::string::npos);
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g0.cu")).find("fusetune::gemm_tf32_kernel<tuned::BM"), std::string::npos);
+  EXPECT_NE(constants.find("constexpr unsigned long long ALGO_DATA[8] = {0x1ull, 0x2ull,"), std::string::npos) << constants;
+  EXPECT_NE(constants.find("constexpr unsigned long long ALIGNMENT = 16ull;"), std::string::npos) << constants;
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_tf32_kernel<tuned::BM"), std::string::npos);
 }
 
 }  // namespace

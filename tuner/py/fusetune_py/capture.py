@@ -178,6 +178,18 @@ def init_signature(model_class):
     return {"def": text, "call": ", ".join(call)}
 
 
+def loaded_library(prefix):
+    """Path of the shared library this process loaded whose name starts with prefix (None if none):
+    PyTorch loads its own CUDA libraries, which the tuner must measure with."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/" in line}
+    except OSError:
+        return None
+    found = sorted(p for p in paths if os.path.basename(p).startswith(prefix))
+    return found[0] if found else None
+
+
 def capture(model_path, out_dir, seed):
     model_path = os.path.abspath(model_path)
     base = os.path.basename(model_path)
@@ -193,6 +205,7 @@ def capture(model_path, out_dir, seed):
         "model": {"path": model_path, "sha256": sha256, "training": training,
                   "init_args": plain_json(init_args), "init_signature": init_signature(module.Model)},
         "torch_version": torch.__version__, "seed": seed,
+        "libraries": {"cublaslt": loaded_library("libcublasLt.so")},
         "values": describe_values(ep),
         "nodes": describe_nodes(ep, model_path),
         "outputs": outputs, "mutations": mutations,

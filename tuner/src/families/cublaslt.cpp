@@ -1,0 +1,124 @@
+// The cuBLASLt families: a GEMM group's product through cuBLASLt, each algorithm its heuristic
+// offers being one candidate, with the per-column bias and a lone ReLU in cuBLASLt's own
+// epilogue and the rest of the chain as one generated elementwise pass (templates/gemm_epilogue.cuh;
+// none when cuBLASLt covers the whole group and writes the output directly). cublaslt_tf32 computes in TF32 (tf32 policy only),
+// cublaslt_fp32 in full fp32. The extension bakes the winning algorithm (templates/cublaslt_gemm.h).
+#include "cublaslt_gemm.h"
+#include "families.h"
+#include "launch.h"
+
+namespace fusetune {
+
+namespace {
+
+// The epilogue pass's geometry: memory-bound, so one fixed vectorised shape.
+constexpr int kBlock = 256, kVec = 4, kIlp = 2;
+
+// What cuBLASLt does of the group's chain: the product, the per-column bias when the planner
+// found one (Group::bias_slot), and a ReLU when that is all there is; `pass` when the rest of the
+// chain needs the generated epilogue kernel.
+struct LtPlan {
+  cublasLtEpilogue_t epilogue;
+  const char* name;
+  bool pass;
+};
+
+LtPlan lt_plan(const Group& g) {
+  const bool bias = g.bias_slot >= 0;
+  const bool anchor_adds = g.ops[0] == "aten.addmm.default" || g.ops[0] == "aten.baddbmm.default";
+  // Nothing but the operands, the bias and the one output.
+  const bool alone = g.outputs.size() == 1 && g.n_full == 0 && g.out_slot == 2 + (bias ? 1 : 0) && (bias || !anchor_adds);
+  if (alone && g.ops.size() == 1)
+    return bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false}
+                : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false};
+  if (alone && g.ops.size() == 2 && g.ops[1] == "aten.relu.default")
+    return bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false}
+                : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false};
+  return bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true}
+              : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true};
+}
+
+class Cublaslt : public Family {
+ public:
+  explicit Cublaslt(bool tf32) : tf32_(tf32) {}
+  std::string name() const override { return tf32_ ? "cublaslt_tf32" : "cublaslt_fp32"; }
+  std::string group_family() const override { return "gemm"; }
+
+  bool supports(const Group& g, std::string& why) const override {
+    if (g.slots.size() + 2 > (size_t)kMaxSlots) {
+      why = "no free kernel-argument slots for the product and the workspace";
+      return false;
+    }
+    KernelArgs a{};
+    for (int s = 0; s < 2; ++s)
+      for (size_t d = 0; d < 3; ++d) a.stride[s][d] = g.slots[s].layout.strides.at(d);
+    a.m = g.m, a.n = g.n, a.k = g.k, a.batch = g.batch;
+    if (const char* reason = lt_unsupported(a)) {
+      why = reason;
+      return false;
+    }
+    return true;
+  }
+  bool has_kernel(const Group& g) const override { return lt_plan(g).pass; }
+  std::string kernel_header(const std::string&) const override { return "gemm_epilogue.cuh"; }
+  json library_call(const Group& g, const Config& c) const override {
+    const LtPlan plan = lt_plan(g);
+    return json{{"cublaslt",
+                 {{"tf32", tf32_}, {"algo", c.at("ALGO")}, {"epilogue", (int)plan.epilogue}, {"epilogue_name", plan.name},
+                  {"bias_slot", g.bias_slot}, {"output_slot", plan.pass ? -1 : g.out_slot}}}};
+  }
+
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::gemm_epilogue_kernel<" + std::to_string(kBlock) + ", " + std::to_string(kVec) + ", " +
+           std::to_string(kIlp) + ", 0, " + (g.bias_slot >= 0 ? "true" : "false") + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return elementwise_launch(kBlock, kVec, kIlp, g.numel());
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::elementwise_launch(" + std::to_string(kBlock) + ", " + std::to_string(kVec) + ", " +
+           std::to_string(kIlp) + ", args.numel)";
+  }
+
+  std::string extension_includes(const Group& g, const std::string& template_file) const override {
+    // gemm_epilogue.cuh also defines what the group's Op uses, which the source holds either way.
+    return "#define FUSETUNE_CUBLASLT_LINKED\n#include \"" + template_file + "\"\n#include \"gemm_epilogue.cuh\"\n";
+  }
+  std::string extension_launch(const Group& g, const ParamText& p) const override {
+    const LtPlan plan = lt_plan(g);
+    const std::string product = "args.ptr[" + std::to_string(plan.pass ? g.slots.size() : g.out_slot) + "]";
+    const std::string bias = g.bias_slot >= 0 ? "args.ptr[" + std::to_string(g.bias_slot) + "]" : "nullptr";
+    std::string s = "  float* product = " + product + ";\n" + "  static const fusetune::LtBaked lt(args, " +
+                    (tf32_ ? "true" : "false") + ", " + plan.name +
+                    ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT);\n" + "  lt.run(args, product, " + bias +
+                    ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
+    if (!plan.pass) return s;
+    return s + "  fusetune::KernelArgs epilogue = args;\n  epilogue.ptr[1] = product;  // see gemm_epilogue.cuh\n" +
+           "  const fusetune::LaunchDims d = " + launch_expr(g, p) + ";\n  " + kernel_instance(g, p) +
+           "<<<dim3(d.grid[0], d.grid[1], d.grid[2]), dim3(d.block[0], d.block[1], d.block[2]), d.shared_bytes, "
+           "stream>>>(epilogue);\n";
+  }
+  int64_t scratch_floats(const Group& g) const override { return lt_plan(g).pass ? g.numel() : 0; }
+  int64_t workspace_bytes() const override { return (int64_t)kCublasLtWorkspaceBytes; }
+
+  double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
+  bool allowed(const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }
+  std::string precision(const Group&, const Config&) const override { return tf32_ ? "tf32" : "fp32"; }
+
+ private:
+  bool tf32_;
+};
+
+}  // namespace
+
+const Family& cublaslt_tf32_family() {
+  static const Cublaslt f(true);
+  return f;
+}
+
+const Family& cublaslt_fp32_family() {
+  static const Cublaslt f(false);
+  return f;
+}
+
+}  // namespace fusetune

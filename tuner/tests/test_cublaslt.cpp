@@ -1,0 +1,112 @@
+// The cuBLASLt families on the CPU: how strided operands map to cuBLASLt's column-major view,
+// which forms it refuses, and how much of a group's chain cuBLASLt's own epilogue takes.
+#include <gtest/gtest.h>
+
+#include "cublaslt_gemm.h"
+#include "families.h"
+#include "graph_builder.h"
+#include "plan.h"
+
+namespace fusetune {
+namespace {
+
+using G = GraphBuilder;
+
+TEST(Cublaslt, StridedViewsMapToColumnMajorOperands) {
+  LtMatrix m;
+  // Row-major 4 x 6 (element (r, c) at r * 6 + c): column-major 6 x 4, transposed.
+  ASSERT_TRUE(lt_matrix(4, 6, 6, 1, m));
+  EXPECT_EQ(m.op, CUBLAS_OP_T);
+  EXPECT_EQ(m.rows, 6u);
+  EXPECT_EQ(m.cols, 4u);
+  EXPECT_EQ(m.ld, 6);
+  // Column-major 4 x 6 with padding: as is.
+  ASSERT_TRUE(lt_matrix(4, 6, 1, 8, m));
+  EXPECT_EQ(m.op, CUBLAS_OP_N);
+  EXPECT_EQ(m.ld, 8);
+  // A column (N = 1) and a row: any stride of the unit dimension fits.
+  ASSERT_TRUE(lt_matrix(5, 1, 1, 0, m));
+  EXPECT_EQ(m.ld, 5);
+  ASSERT_TRUE(lt_matrix(1, 5, 0, 1, m));
+  EXPECT_EQ(m.op, CUBLAS_OP_N);
+  EXPECT_EQ(m.ld, 1);
+  // No unit stride, or a leading dimension shorter than a column: cuBLASLt cannot read it.
+  EXPECT_FALSE(lt_matrix(4, 6, 12, 2, m));
+  EXPECT_FALSE(lt_matrix(4, 6, 1, 3, m));
+}
+
+TEST(Cublaslt, AlignmentIsWhatEveryAddressAllows) {
+  alignas(16) float buf[64];
+  const LtMatrix m{CUBLAS_OP_N, 4, 4, 4};
+  EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, m, m, 0, 0), 16);
+  EXPECT_EQ(lt_alignment(buf + 2, buf + 16, buf + 32, m, m, 0, 0), 8);
+  EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, LtMatrix{CUBLAS_OP_N, 4, 4, 5}, m, 0, 0), 4);
+  EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, m, m, 0, 7), 4);  // batch stride of 7 floats
+}
+
+Group linear_group(const std::vector<std::pair<std::string, std::vector<json>>>& chain, json alpha = nullptr) {
+  G b;
+  b.value("w", {8, 5}, "parameter").value("b", {8}, "parameter").value("x", {3, 5}, "input").value("r", {3, 8}, "input");
+  b.node("permute", "aten.permute.default", {G::ref("w"), {1, 0}}, {5, 8});
+  std::vector<json> args = {G::ref("b"), G::ref("x"), G::ref("permute")};
+  if (!alpha.is_null()) {
+    args.push_back(1.0);
+    args.push_back(alpha);
+  }
+  b.node("addmm", "aten.addmm.default", args, {3, 8});
+  std::string last = "addmm";
+  for (size_t i = 0; i < chain.size(); ++i) {
+    std::vector<json> a = {G::ref(last)};
+    a.insert(a.end(), chain[i].second.begin(), chain[i].second.end());
+    last = "n" + std::to_string(i);
+    b.node(last, chain[i].first, a, {3, 8});
+  }
+  const Plan p = plan_graph(b.build({last}));
+  EXPECT_EQ(p.groups.size(), 1u);
+  return p.groups.at(0);
+}
+
+std::string lt_epilogue(const Group& g) {
+  return family_by_name("cublaslt_tf32").library_call(g, Config{"cublaslt_tf32", {{"ALGO", 0}}})["cublaslt"]["epilogue_name"];
+}
+
+TEST(Cublaslt, EpilogueTakesBiasAndALoneRelu) {
+  const Family& lt = family_by_name("cublaslt_tf32");
+  const Group linear = linear_group({});
+  EXPECT_EQ(linear.bias_slot, 2);
+  EXPECT_EQ(lt_epilogue(linear), "CUBLASLT_EPILOGUE_BIAS");
+  EXPECT_FALSE(lt.has_kernel(linear));  // cuBLASLt writes the output
+
+  const Group relu = linear_group({{"aten.relu.default", {}}});
+  EXPECT_EQ(lt_epilogue(relu), "CUBLASLT_EPILOGUE_RELU_BIAS");
+  EXPECT_FALSE(lt.has_kernel(relu));
+
+  // The residual needs the epilogue pass; the bias stays in cuBLASLt and the pass skips it.
+  const Group residual = linear_group({{"aten.relu.default", {}}, {"aten.add.Tensor", {G::ref("r")}}});
+  EXPECT_EQ(lt_epilogue(residual), "CUBLASLT_EPILOGUE_BIAS");
+  EXPECT_TRUE(lt.has_kernel(residual));
+  EXPECT_EQ(lt.scratch_floats(residual), 24);
+  EXPECT_NE(residual.op_struct.find("(kBiasInProduct ? x[0] : "), std::string::npos) << residual.op_struct;
+
+  // alpha = 2 scales the product, not the bias: the bias is not cuBLASLt's to add.
+  const Group scaled = linear_group({}, 2.0);
+  EXPECT_EQ(scaled.bias_slot, -1);
+  EXPECT_EQ(lt_epilogue(scaled), "CUBLASLT_EPILOGUE_DEFAULT");
+  EXPECT_TRUE(lt.has_kernel(scaled));
+}
+
+TEST(Cublaslt, RefusesOperandsWithoutAUnitStride) {
+  // A strided slice of every other column: neither dimension of A has stride 1.
+  Graph g = G().value("a", {6, 10}, "input").value("b", {5, 4}, "input")
+                .node("s", "aten.slice.Tensor", std::vector<json>{G::ref("a"), 1, 0, 10, 2}, {6, 5})
+                .node("p", "aten.mm.default", {G::ref("s"), G::ref("b")}, {6, 4})
+                .build({"p"});
+  const Group gr = plan_graph(g).groups.at(0);
+  std::string why;
+  EXPECT_FALSE(family_by_name("cublaslt_tf32").supports(gr, why));
+  EXPECT_NE(why.find("unit stride"), std::string::npos) << why;
+  for (const Family* f : families_for(gr)) EXPECT_EQ(f->name().find("cublaslt"), std::string::npos) << f->name();
+}
+
+}  // namespace
+}  // namespace fusetune
