@@ -229,12 +229,12 @@ void stage_build(const Options& o) {
   const Paths p(o);
   if (!file_exists(p.best)) FT_USER_ERROR(p.best + " does not exist: run fusetune on the model first");
   const json best = json::parse(read_file(p.best));
-  check_fingerprint(best, o, template_dirs(o));
+  check_fingerprint(best, o);
   const std::string ext = path_join(p.out, "extension");
   const std::string home_ext = path_join(fusetune_home(), "extension");
   for (const auto* f : {"binding.cpp", "binding_registry.h", "setup.py"})
     write_file_if_changed(path_join(ext, f), read_file(path_join(home_ext, f)));
-  check_kernel_sources(best, path_join(ext, "kernels"));
+  check_kernel_sources(best, path_join(ext, "kernels"), template_dirs(o));
   write_file_if_changed(path_join(ext, "kernels/tuned_constants.h"), tuned_constants_header(best));
   std::string dirs;
   for (const auto& d : template_dirs(o)) dirs += (dirs.empty() ? "" : ":") + d;

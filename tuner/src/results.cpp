@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <regex>
+#include <sstream>
 
 #include "compile.h"
 #include "driver.h"
@@ -79,7 +81,7 @@ json make_best_json(const Options& o, const Graph& g, const Plan& plan, json gro
               {"end_to_end", json::object()}};
 }
 
-void check_fingerprint(const json& best, const Options& o, const std::vector<std::string>& template_dirs) {
+void check_fingerprint(const json& best, const Options& o) {
   if (best.value("schema_version", 0) != kSchemaVersion)
     FT_USER_ERROR("best.json has schema version " + best.value("schema_version", json(0)).dump() + "; this fusetune reads " +
                   std::to_string(kSchemaVersion));
@@ -89,10 +91,6 @@ void check_fingerprint(const json& best, const Options& o, const std::vector<std
   if (!file_exists(o.model)) FT_USER_ERROR("model file " + o.model + " does not exist");
   if (sha256_hex(read_file(o.model)) != fp.at("model").at("sha256"))
     FT_USER_ERROR(o.model + " changed since best.json was tuned (sha256 differs): run fusetune again");
-  const json now = template_hashes(template_dirs);
-  for (const auto& [name, hash] : fp.at("templates").items())
-    if (!now.contains(name) || now[name] != hash)
-      FT_USER_ERROR("template " + name + " changed since best.json was tuned: run fusetune again");
   const std::string gpu = fp.at("gpu").value("name", "");
   if (Driver::available()) {
     const DeviceInfo dev = query_device(0);
@@ -102,14 +100,45 @@ void check_fingerprint(const json& best, const Options& o, const std::vector<std
   }
 }
 
-void check_kernel_sources(const json& best, const std::string& kernels_dir) {
+namespace {
+
+// Adds to `found` (file name -> path) every template header `source` includes, directly or
+// through other templates; headers outside the template folders (CUDA's, torch's) are skipped.
+void add_included_templates(const std::string& source, const std::vector<std::string>& dirs,
+                            std::map<std::string, std::string>& found) {
+  static const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
+  std::istringstream lines(source);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, include) || found.count(m[1])) continue;
+    for (const auto& d : dirs) {
+      const std::string path = path_join(d, m[1]);
+      if (!file_exists(path)) continue;
+      found[m[1]] = path;
+      add_included_templates(read_file(path), dirs, found);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void check_kernel_sources(const json& best, const std::string& kernels_dir, const std::vector<std::string>& template_dirs) {
+  const json& recorded = best.at("fingerprint").at("templates");
   for (const json& gr : best.at("groups")) {
     const std::string id = gr.at("id"), cu = path_join(kernels_dir, id + ".cu");
     const std::string binding = path_join(kernels_dir, id + "_binding.cpp");
     if (!file_exists(cu) || !file_exists(binding))
       FT_USER_ERROR("kernel sources of group " + id + " are missing in " + kernels_dir + ": run fusetune again");
-    if (read_file(cu).find("op hash: " + gr.at("op_hash").get<std::string>()) == std::string::npos)
+    const std::string source = read_file(cu);
+    if (source.find("op hash: " + gr.at("op_hash").get<std::string>()) == std::string::npos)
       FT_USER_ERROR(cu + " was generated for another plan than best.json: run fusetune again");
+    // The templates this kernel is built from must be the ones it was timed with.
+    std::map<std::string, std::string> used;
+    add_included_templates(source, template_dirs, used);
+    for (const auto& [name, path] : used)
+      if (!recorded.contains(name) || recorded[name] != sha256_hex(read_file(path)))
+        FT_USER_ERROR("template " + name + " (used by " + id + ") changed since best.json was tuned: run fusetune again");
   }
 }
 

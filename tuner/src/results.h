@@ -22,10 +22,11 @@ json template_hashes(const std::vector<std::string>& dirs);
 json make_best_json(const Options& o, const Graph& g, const Plan& plan, json groups, const SearchContext& ctx,
                     const std::map<std::string, int64_t>& value_numel);
 
-// Refuses (UserError) a best.json made for another arch, GPU, model file or templates.
-void check_fingerprint(const json& best, const Options& o, const std::vector<std::string>& template_dirs);
-// Refuses kernel sources that are missing or were generated for another plan.
-void check_kernel_sources(const json& best, const std::string& kernels_dir);
+// Refuses (UserError) a best.json made for another schema, arch, GPU or model file.
+void check_fingerprint(const json& best, const Options& o);
+// Refuses kernel sources that are missing, were generated for another plan, or include a
+// template (found in template_dirs) that differs from the one best.json recorded.
+void check_kernel_sources(const json& best, const std::string& kernels_dir, const std::vector<std::string>& template_dirs);
 
 // Stores a verify or profile result under end_to_end in best.json (atomically).
 void record_end_to_end(const std::string& best_path, const std::string& key, const json& value);

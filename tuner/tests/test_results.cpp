@@ -79,32 +79,40 @@ TEST(BestJson, TunedConstantsHeader) {
 
 TEST(BestJson, MismatchedFingerprintIsRefused) {
   Fixture f;
-  EXPECT_NO_THROW(check_fingerprint(f.best, f.o, f.ctx.template_dirs));
+  EXPECT_NO_THROW(check_fingerprint(f.best, f.o));
   Options other_arch = f.o;
   other_arch.arch = "sm_80";
-  EXPECT_THROW(check_fingerprint(f.best, other_arch, f.ctx.template_dirs), UserError);
+  EXPECT_THROW(check_fingerprint(f.best, other_arch), UserError);
 
   write_file_atomic(f.o.model, "# model, edited\n");
-  EXPECT_THROW(check_fingerprint(f.best, f.o, f.ctx.template_dirs), UserError);
+  EXPECT_THROW(check_fingerprint(f.best, f.o), UserError);
   write_file_atomic(f.o.model, "# model\n");
 
-  json changed = f.best;
-  changed["fingerprint"]["templates"]["gemm.cuh"] = "0000";
-  EXPECT_THROW(check_fingerprint(changed, f.o, f.ctx.template_dirs), UserError);
   json old_schema = f.best;
   old_schema["schema_version"] = 0;
-  EXPECT_THROW(check_fingerprint(old_schema, f.o, f.ctx.template_dirs), UserError);
+  EXPECT_THROW(check_fingerprint(old_schema, f.o), UserError);
 }
 
 TEST(BestJson, StaleKernelSourcesAreRefused) {
   Fixture f;
   const std::string kdir = path_join(f.dir, "extension/kernels");
-  EXPECT_THROW(check_kernel_sources(f.best, kdir), UserError);
+  const auto& dirs = f.ctx.template_dirs;
+  EXPECT_THROW(check_kernel_sources(f.best, kdir, dirs), UserError);
   emit_extension(f.g, f.plan, f.dir, f.o.model, {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}}});
-  EXPECT_NO_THROW(check_kernel_sources(f.best, kdir));
+  EXPECT_NO_THROW(check_kernel_sources(f.best, kdir, dirs));
   json other = f.best;
   other["groups"][0]["op_hash"] = "0123456789abcdef";
-  EXPECT_THROW(check_kernel_sources(other, kdir), UserError);
+  EXPECT_THROW(check_kernel_sources(other, kdir, dirs), UserError);
+
+  // A changed template the kernel includes (here through elementwise.cuh) is refused; a changed
+  // or removed template it does not include is not its concern.
+  json changed = f.best;
+  changed["fingerprint"]["templates"]["fused_math.cuh"] = "0000";
+  EXPECT_THROW(check_kernel_sources(changed, kdir, dirs), UserError);
+  json unrelated = f.best;
+  unrelated["fingerprint"]["templates"]["gemm.cuh"] = "0000";
+  unrelated["fingerprint"]["templates"]["retired.cuh"] = "0000";
+  EXPECT_NO_THROW(check_kernel_sources(unrelated, kdir, dirs));
 }
 
 }  // namespace
@@ -148,8 +156,8 @@ TEST(BestJson, CommittedResultFitsTheCheckout) {
   Options o;
   o.model = path_join(home, "model.py");
   o.arch = best["fingerprint"]["arch"];
-  EXPECT_NO_THROW(check_fingerprint(best, o, {path_join(home, "templates")}));
-  EXPECT_NO_THROW(check_kernel_sources(best, path_join(home, "extension/kernels")));
+  EXPECT_NO_THROW(check_fingerprint(best, o));
+  EXPECT_NO_THROW(check_kernel_sources(best, path_join(home, "extension/kernels"), {path_join(home, "templates")}));
   EXPECT_TRUE(best["end_to_end"]["verify"]["ok"].get<bool>());
 }
 
