@@ -7,12 +7,11 @@ namespace fusetune {
 
 const Family& elementwise_family();
 const Family& gemm_family();
-const Family& gemm_tf32_family();
 const Family& cublaslt_tf32_family();
 const Family& cublaslt_fp32_family();
 
 std::vector<const Family*> all_families() {
-  return {&elementwise_family(), &gemm_family(), &gemm_tf32_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family()};
+  return {&elementwise_family(), &gemm_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family()};
 }
 
 std::vector<const Family*> families_for(const Group& g) {

@@ -28,10 +28,10 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
   // Both cuBLASLt forms (bias inside cuBLASLt, then an epilogue pass; bias and ReLU inside
-  // cuBLASLt, writing the output directly) and the TF32 template on a bare product.
+  // cuBLASLt, writing the output directly) and the fp32 template on a bare product.
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_tf32", "cublaslt_gemm.h"}},
                                                        {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
-                                                       {"g2", KernelChoice{"gemm_tf32", "gemm_tf32.cuh"}}};
+                                                       {"g2", KernelChoice{"gemm", "gemm.cuh"}}};
   emit_extension(g, plan, dir, o.model, kernels);
   EXPECT_FALSE(file_exists(path_join(dir, "extension/kernels/g7.cu")));
   EXPECT_TRUE(file_exists(path_join(dir, "extension/kernels/g0.cu")));
@@ -74,7 +74,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
     const Config c = load_space(ctx, k.family).enumerate().front();
     json group = gr.to_json();
     group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
-    if (k.family != "gemm_tf32") {  // what the worker records for a cuBLASLt winner (values made up: built, not run)
+    if (k.family != "gemm") {  // what the worker records for a cuBLASLt winner (values made up: built, not run)
       group["best"]["library"] = {{"constants", {{"ALGO_DATA", json::array({"0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7", "0x8"})},
                                                  {"CUBLASLT_VERSION", 130000}, {"ALIGNMENT", 16}}}};
     }
@@ -88,11 +88,11 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   ASSERT_NO_THROW(stage_build(o));
   EXPECT_FALSE(list_files(path_join(dir, "extension"), ".so").empty());
   const std::string constants = read_file(path_join(dir, "extension/kernels/tuned_constants.h"));
-  const Config c = load_space(ctx, "gemm_tf32").enumerate().front();
-  EXPECT_NE(constants.find("constexpr int WN = " + std::to_string(c.at("WN")) + ";"), std::string::npos);
+  const Config c = load_space(ctx, "gemm").enumerate().front();
+  EXPECT_NE(constants.find("constexpr int TN = " + std::to_string(c.at("TN")) + ";"), std::string::npos);
   EXPECT_NE(constants.find("constexpr unsigned long long ALGO_DATA[8] = {0x1ull, 0x2ull,"), std::string::npos) << constants;
   EXPECT_NE(constants.find("constexpr unsigned long long ALIGNMENT = 16ull;"), std::string::npos) << constants;
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_tf32_kernel<tuned::BM"), std::string::npos);
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_kernel<tuned::BM"), std::string::npos);
 }
 
 }  // namespace
