@@ -56,6 +56,9 @@ class Family {
   virtual bool has_kernel(const Group& g) const { return true; }
   // The header that defines kernel_instance (for NVRTC): the space's template unless that is host code.
   virtual std::string kernel_header(const std::string& template_file) const { return template_file; }
+  // Whether the search measures this family's candidates before the others (a library's fast,
+  // reliable times let slower candidates stop after their warm-up).
+  virtual bool measure_first() const { return false; }
   // What the measuring worker calls besides the kernel, e.g. {"cublaslt": {...}}; null for none.
   virtual json library_call(const Group& g, const Config& c) const { return nullptr; }
   // The extension source's includes (the template header and what it needs).

@@ -280,6 +280,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     std::shuffle(configs.begin(), configs.end(), rng);
     configs.resize(opt.budget_candidates);
   }
+  std::stable_partition(configs.begin(), configs.end(), [](const Candidate& c) { return c.family->measure_first(); });
   progress.start_group(index, count, g.id + " " + g.family, (int)configs.size());
   progress.log(g.id + " (" + g.family + ": " + std::to_string(g.ops.size()) + " ops): " + std::to_string(configs.size()) +
                " of " + std::to_string(space_size) + " candidates");
