@@ -6,7 +6,8 @@
 # batches, a broadcast batch, N = 1, edges) and requires every candidate to pass the check.
 #   bash tests/gpu/run.sh                        # planted, families, full-size shared models
 #   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # planted and one small model (smoke test)
-# Environment: FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
+# Environment: OUT (where the summary and gpu_results.tgz go; default the scratch folder: give
+# each invocation its own), FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
 # header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
 # "planted families models"), FUSETUNE_GPU_WORK (scratch).
@@ -24,6 +25,14 @@ FT=$BUILD/fusetune
 failures=0
 summary="$RESULTS/gpu_summary.txt"
 : >"$summary"
+
+# Everything a reviewer needs from this run, in one archive: logs, best.json, generated sources.
+# Rewritten after every model, so that a run cut short keeps what finished.
+archive() {
+  (cd "$WORK" && tar czf "$RESULTS/gpu_results.tgz.tmp" --exclude='*/.fusetune/cache' --exclude='*/.fusetune/tensors' \
+    --exclude='*/extension/build' --exclude='*.so' --exclude='*/.fusetune/job_*' */run.log */.fusetune/*.log */results \
+    */model_new.py */extension 2>/dev/null; mv "$RESULTS/gpu_results.tgz.tmp" "$RESULTS/gpu_results.tgz")
+}
 
 check_run() {  # name out_dir: best.json must have a winner per group and a passing verification
   python3 - "$1" "$2/results/best.json" "$summary" <<'PY'
@@ -60,6 +69,7 @@ run_model() {  # name model_file [extra fusetune options]
     echo "$name FAILED"; tail -30 "$out/run.log"; failures=$((failures + 1))
     echo "$name FAIL (see run.log)" >>"$summary"
   fi
+  archive
 }
 
 planted() {  # a search over a space with a faulting and a hanging candidate must record both
@@ -131,10 +141,7 @@ else
     esac
   done
 fi
-# Everything a reviewer needs from this run, in one archive: logs, best.json, generated sources.
-(cd "$WORK" && tar czf "$RESULTS/gpu_results.tgz" --exclude='*/.fusetune/cache' --exclude='*/.fusetune/tensors' \
-  --exclude='*/extension/build' --exclude='*.so' --exclude='*/.fusetune/job_*' */run.log */.fusetune/*.log */results \
-  */model_new.py */extension 2>/dev/null)
+archive
 echo; cat "$summary"
 echo "$(grep -c PASS "$summary") passed, $failures failed"
 [ "$failures" -eq 0 ]
