@@ -1,8 +1,9 @@
 // The cuBLASLt families: a GEMM group's product through cuBLASLt, each algorithm its heuristic
 // offers being one candidate, with the per-column bias and a lone ReLU in cuBLASLt's own
-// epilogue and the rest of the chain as one generated elementwise pass (templates/gemm_epilogue.cuh;
-// none when cuBLASLt covers the whole group and writes the output directly). cublaslt_tf32 computes in TF32 (tf32 policy only),
-// cublaslt_fp32 in full fp32. The extension bakes the winning algorithm (templates/cublaslt_gemm.h).
+// epilogue and the rest of the chain as one generated elementwise pass
+// (templates/gemm_epilogue.cuh; none when cuBLASLt covers the whole group and writes the output
+// directly). cublaslt_tf32 computes in TF32 (tf32 policy only), cublaslt_fp32 in full fp32. The
+// extension bakes the winning algorithm (templates/cublaslt_gemm.h).
 #include "cublaslt_gemm.h"
 #include "families.h"
 #include "launch.h"
