@@ -63,7 +63,9 @@ void WorkerSupervisor::record(const Pending& p, json result) {
   }
   results_[p.name] = result;
   progress_.measured(ok, best_ms_);
-  if (!ok) progress_.log(g_.id + " " + p.name + ": " + result.value("status", "?") + " " + result.value("error", ""));
+  // Not logged: a library rank its heuristic does not offer (best.json still lists it).
+  if (!ok && result.value("status", "") != "unavailable")
+    progress_.log(g_.id + " " + p.name + ": " + result.value("status", "?") + " " + result.value("error", ""));
 }
 
 void WorkerSupervisor::run(std::vector<Pending> pending, Clock::time_point start) {
