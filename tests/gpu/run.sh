@@ -2,8 +2,9 @@
 # GPU suite (run on a machine with an NVIDIA GPU): builds fusetune, runs it end to end on the
 # models of issue 2 and checks each result, then runs a search with a planted faulting and a
 # planted hanging candidate and checks that both are recorded while the search goes on.
-# It also searches every GEMM template over small irregular models (tests/gpu/models: transposes,
-# batches, a broadcast batch, N = 1, edges) and requires every candidate to pass the check.
+# It also searches every GEMM and reduction candidate over small irregular models
+# (tests/gpu/models: transposes, batches, a broadcast batch, N = 1, edges; strided, contiguous,
+# whole and size-1 reductions) and requires every candidate to pass the check.
 #   bash tests/gpu/run.sh                        # planted, families, full-size shared models
 #   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # planted and one small model (smoke test)
 # Environment: OUT (where the summary and gpu_results.tgz go; default the scratch folder: give

@@ -370,6 +370,7 @@ json Group::to_json() const {
   j["ops"] = ops;
   j["index_shape"] = index_shape;
   if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}, {"bias_slot", bias_slot}};
+  if (family == "reduce") j["reduce"] = {{"outputs", m}, {"reduced", k}};
   j["slots"] = json::array();
   for (const Slot& s : slots)
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
@@ -391,6 +392,10 @@ Group Group::from_json(const json& j) {
     const json& m = j.at("gemm");
     g.m = m.at("m"); g.n = m.at("n"); g.k = m.at("k"); g.batch = m.at("batch");
     g.bias_slot = m.value("bias_slot", -1);
+  }
+  if (j.contains("reduce")) {
+    g.m = j.at("reduce").at("outputs");
+    g.k = j.at("reduce").at("reduced");
   }
   for (const json& s : j.at("slots")) {
     const std::string access = s.at("access").get<std::string>();

@@ -64,6 +64,27 @@ TEST(Compile, EveryGemmInstance) {
   compile_space(gr, Compiler(templates(), "sm_90", temp_dir("gemm")));
 }
 
+TEST(Compile, EveryReduceInstance) {
+  // Over the last dimension (a stride-1 run) with an epilogue reading another input, and over a
+  // middle one (strided).
+  Graph g = G().value("x", {5, 9, 7}, "input").value("c", {5, 9}, "input")
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({2})}, {5, 9})
+                .node("t", "aten.add.Tensor", {G::ref("s"), G::ref("c")}, {5, 9})
+                .node("m", "aten.amin.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {5, 1, 7})
+                .build({"t", "m"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Compiler c(templates(), "sm_90", temp_dir("reduce"));
+  for (const Group& gr : p.groups) {
+    ASSERT_EQ(gr.family, "reduce");
+    compile_space(gr, c);
+  }
+  const Family& f = family_by_name("reduce");
+  const ParamText one = [](const std::string&) { return "1"; };
+  EXPECT_NE(f.kernel_instance(p.groups[0], one).find(", 0, true, "), std::string::npos);   // sum, contiguous
+  EXPECT_NE(f.kernel_instance(p.groups[1], one).find(", 3, false, "), std::string::npos);  // min, strided
+}
+
 // One kernel fusing every op of the table, so that each emitted expression is valid CUDA.
 TEST(Compile, EveryFusableOp) {
   G builder;

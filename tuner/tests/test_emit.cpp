@@ -24,14 +24,15 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   validate(o);
   const Graph g = capture_model(o);
   const Plan plan = plan_graph(g);
-  ASSERT_EQ(plan.groups.size(), 3u);
+  ASSERT_EQ(plan.groups.size(), 4u);
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
   // Both cuBLASLt forms (bias inside cuBLASLt, then an epilogue pass; bias and ReLU inside
-  // cuBLASLt, writing the output directly) and the fp32 template on a bare product.
+  // cuBLASLt, writing the output directly), the fp32 template on a bare product, a reduction.
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_tf32", "cublaslt_gemm.h"}},
                                                        {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
-                                                       {"g2", KernelChoice{"gemm", "gemm.cuh"}}};
+                                                       {"g2", KernelChoice{"gemm", "gemm.cuh"}},
+                                                       {"g3", KernelChoice{"reduce", "reduce.cuh"}}};
   emit_extension(g, plan, dir, o.model, kernels);
   EXPECT_FALSE(file_exists(path_join(dir, "extension/kernels/g7.cu")));
   EXPECT_TRUE(file_exists(path_join(dir, "extension/kernels/g0.cu")));
@@ -74,7 +75,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
     const Config c = load_space(ctx, k.family).enumerate().front();
     json group = gr.to_json();
     group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
-    if (k.family != "gemm") {  // what the worker records for a cuBLASLt winner (values made up: built, not run)
+    if (k.family.rfind("cublaslt", 0) == 0) {  // what the worker records for a cuBLASLt winner (values made up: built, not run)
       group["best"]["library"] = {{"constants", {{"ALGO_DATA", json::array({"0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7", "0x8"})},
                                                  {"CUBLASLT_VERSION", 130000}, {"ALIGNMENT", 16}}}};
     }
@@ -93,6 +94,8 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(constants.find("constexpr unsigned long long ALGO_DATA[8] = {0x1ull, 0x2ull,"), std::string::npos) << constants;
   EXPECT_NE(constants.find("constexpr unsigned long long ALIGNMENT = 16ull;"), std::string::npos) << constants;
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_kernel<tuned::BM"), std::string::npos);
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g3.cu")).find("fusetune::reduce_kernel<tuned::BLOCK, tuned::ILP, 0, true,"),
+            std::string::npos);
 }
 
 }  // namespace

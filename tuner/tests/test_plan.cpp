@@ -141,5 +141,59 @@ TEST(Plan, JsonRoundTrip) {
   EXPECT_EQ(back.to_json(), gr.to_json());
 }
 
+// A reduction is an anchor: the input read through a view of the kept dimensions and one of
+// the reduced ones, the chain on the reduced values fused after it.
+TEST(Plan, ReductionOverAMiddleDimensionWithItsEpilogue) {
+  Graph g = G().value("x", {4, 6, 5}, "input")
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("x"), json::array({-2}), true}, {4, 1, 5})
+                .node("s", "aten.sqrt.default", {G::ref("m")}, {4, 1, 5})
+                .build({"s"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "reduce");
+  EXPECT_EQ(gr.ops, (std::vector<std::string>{"aten.mean.dim", "aten.sqrt.default"}));
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:operand", "x:operand", "s:output"}));
+  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{4, 5}));  // kept, in output order
+  EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{30, 1}));
+  EXPECT_EQ(gr.slots[1].layout.sizes, (std::vector<int64_t>{6}));     // reduced
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{5}));
+  EXPECT_EQ(gr.m, 20);
+  EXPECT_EQ(gr.k, 6);
+  EXPECT_EQ(Group::from_json(gr.to_json()).k, 6);  // the worker gets the reduced count
+  EXPECT_NE(gr.op_struct.find("const float v1 = sqrtf(v0);"), std::string::npos) << gr.op_struct;
+}
+
+TEST(Plan, ReductionOfEverythingAndOfAComputedValue) {
+  // amax over all dimensions (dim = []) of x * x: the product is written, then reduced.
+  Graph g = G().value("x", {3, 7}, "input")
+                .node("sq", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {3, 7})
+                .node("mx", "aten.amax.default", std::vector<json>{G::ref("sq"), json::array()}, {})
+                .build({"mx"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].family, "elementwise");
+  const Group& gr = p.groups[1];
+  EXPECT_EQ(gr.family, "reduce");
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"sq:operand", "sq:operand", "mx:output"}));
+  EXPECT_TRUE(gr.slots[0].layout.sizes.empty());
+  EXPECT_EQ(gr.slots[1].layout.sizes, (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(gr.m, 1);
+  EXPECT_EQ(gr.k, 21);
+}
+
+TEST(Plan, ReductionToAnotherDtypeIsRefused) {
+  Graph g = G().value("x", {3, 7}, "input")
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {3},
+                      json{{"dtype", {{"dtype", "float64"}}}})
+                .build({"s"});
+  try {
+    plan_graph(g);
+    FAIL() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("only float32 results"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace fusetune
