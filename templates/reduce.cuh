@@ -1,5 +1,6 @@
 // Reduction of a strided input over some of its dimensions (sum, mean, max, min), one block per
-// output element (grid-stride over outputs), with the group's elementwise epilogue fused: x[0] of
+// output element (grid-stride over outputs; reduce_thread_kernel below: one thread per output),
+// with the group's elementwise epilogue fused: x[0] of
 // Op::apply is the reduced value. The input is read through two views of the same tensor: slot 0
 // over the kept dimensions (in output order) and slot 1 over the reduced ones; a.k is the number
 // of reduced elements. Tuning parameters: BLOCK threads per output, ILP loads in flight per
@@ -81,6 +82,42 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
 #pragma unroll
       for (int j = 0; j < Op::kOut; ++j) a.ptr[Op::kOutSlot + j][o] = y[j];
     }
+  }
+}
+
+// One thread per output: for reductions over outer or middle dimensions, where neighbouring
+// outputs are neighbours in memory and a warp's loads coalesce (reduce_kernel's block per output
+// would read one element per 32-byte sector there). The reduced elements are visited with an
+// odometer over the reduced view's dimensions, without divisions.
+template <int BLOCK, int KIND, class Op>
+__global__ void __launch_bounds__(BLOCK) reduce_thread_kernel(const KernelArgs a) {
+  using R = ReduceOp<KIND>;
+  const long long n = a.k;
+  for (long long o = (long long)blockIdx.x * BLOCK + threadIdx.x; o < a.numel; o += (long long)gridDim.x * BLOCK) {
+    const float* row = a.ptr[0] + view_offset(a, 0, o);
+    long long idx[kMaxRank] = {0, 0, 0, 0, 0, 0};
+    long long offset = 0;
+    float acc = R::identity();
+    for (long long r = 0; r < n; ++r) {
+      acc = R::combine(acc, row[offset]);
+#pragma unroll
+      for (int d = kMaxRank - 1; d >= 0; --d) {  // next reduced element
+        const long long size = a.size[1][d];
+        if (size <= 0) continue;
+        offset += a.stride[1][d];
+        if (++idx[d] < size) break;
+        offset -= idx[d] * a.stride[1][d];
+        idx[d] = 0;
+      }
+    }
+    float x[Op::kIn];
+    float y[Op::kOut];
+    x[0] = KIND == 1 ? acc / (float)n : acc;
+#pragma unroll
+    for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][o];
+    Op::template apply<0>(a, o, x, y);
+#pragma unroll
+    for (int j = 0; j < Op::kOut; ++j) a.ptr[Op::kOutSlot + j][o] = y[j];
   }
 }
 

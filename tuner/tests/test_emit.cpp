@@ -24,15 +24,17 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   validate(o);
   const Graph g = capture_model(o);
   const Plan plan = plan_graph(g);
-  ASSERT_EQ(plan.groups.size(), 4u);
+  ASSERT_EQ(plan.groups.size(), 5u);
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
   // Both cuBLASLt forms (bias inside cuBLASLt, then an epilogue pass; bias and ReLU inside
-  // cuBLASLt, writing the output directly), the fp32 template on a bare product, a reduction.
+  // cuBLASLt, writing the output directly), the fp32 template on a bare product, both reduction
+  // kernels.
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_tf32", "cublaslt_gemm.h"}},
                                                        {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
                                                        {"g2", KernelChoice{"gemm", "gemm.cuh"}},
-                                                       {"g3", KernelChoice{"reduce", "reduce.cuh"}}};
+                                                       {"g3", KernelChoice{"reduce", "reduce.cuh"}},
+                                                       {"g4", KernelChoice{"reduce_thread", "reduce.cuh"}}};
   emit_extension(g, plan, dir, o.model, kernels);
   EXPECT_FALSE(file_exists(path_join(dir, "extension/kernels/g7.cu")));
   EXPECT_TRUE(file_exists(path_join(dir, "extension/kernels/g0.cu")));
@@ -95,6 +97,8 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(constants.find("constexpr unsigned long long ALIGNMENT = 16ull;"), std::string::npos) << constants;
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_kernel<tuned::BM"), std::string::npos);
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g3.cu")).find("fusetune::reduce_kernel<tuned::BLOCK, tuned::ILP, 0, true,"),
+            std::string::npos);
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::BLOCK, 2,"),
             std::string::npos);
 }
 

@@ -61,7 +61,7 @@ TEST(SearchSpace, ShippedConfigsAreValid) {
     EXPECT_EQ(s.family + ".json", f);
     EXPECT_TRUE(file_exists(path_join(path_join(fusetune_home(), "templates"), s.template_file))) << f;
     const auto configs = s.enumerate();
-    EXPECT_GE(configs.size(), 8u) << f;
+    EXPECT_GE(configs.size(), 2u) << f;  // a space offers a choice
     for (const auto& c : configs) {
       std::map<std::string, int64_t> vars;
       for (const auto& [k, v] : c.params) vars[k] = v;

@@ -1,7 +1,8 @@
 // The reduce family: sum, mean, amax and amin over any set of dimensions (keepdim or not) of a
 // strided input, with the elementwise chain on the reduced values fused (templates/reduce.cuh).
-// First version for issue 5: the chain before a reduction is not fused into its loads yet (its
-// value is written to memory first), and one block reduces one output.
+// Two kernels compete: a block per output (long contiguous rows) and a thread per output (outer
+// or middle dimensions). First version for issue 5: the chain before a reduction is not fused
+// into its loads yet (its value is written to memory first).
 #include "families.h"
 #include "graph.h"
 
@@ -85,10 +86,35 @@ class Reduce : public Family {
   }
 };
 
+// One thread per output (reduce_thread_kernel), competing for the same groups.
+class ReduceThread : public Family {
+ public:
+  std::string name() const override { return "reduce_thread"; }
+  std::string group_family() const override { return "reduce"; }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_thread_kernel<" + p("BLOCK") + ", " + std::to_string(reduce_kind(g)) + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    const int64_t block = c.at("BLOCK"), blocks = (std::max<int64_t>(g.numel(), 1) + block - 1) / block;
+    return LaunchDims{{(unsigned)std::min<int64_t>(blocks, 2147483647LL), 1u, 1u}, {(unsigned)block, 1u, 1u}, 0u};
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    const std::string blocks = "((args.numel < 1 ? 1 : args.numel) + " + p("BLOCK") + " - 1) / " + p("BLOCK");
+    return "fusetune::LaunchDims{{(unsigned)(" + blocks + " < 2147483647LL ? " + blocks + " : 2147483647LL), 1u, 1u}, "
+           "{(unsigned)" + p("BLOCK") + ", 1u, 1u}, 0u}";
+  }
+  double flops(const Group& g) const override { return family_by_name("reduce").flops(g); }
+};
+
 }  // namespace
 
 const Family& reduce_family() {
   static const Reduce f;
+  return f;
+}
+
+const Family& reduce_thread_family() {
+  static const ReduceThread f;
   return f;
 }
 
