@@ -101,6 +101,12 @@ class Planner {
   void visit(const Node& n) {
     const ValueInfo& out = g_.value(n.name);
     if (out.kind == "tuple") unsupported(n, "ops with several outputs are not lowered yet");
+    if (n.op == "aten.scalar_tensor.default") return add_constant(n);
+    if ((is_identity_op(n.op) || is_view_op(n.op)) && is_value_ref(n.args.at(0)) &&
+        constants_.count(value_ref(n.args.at(0)))) {  // a view of a constant is the same constant, broadcast
+      constants_[n.name] = constants_.at(value_ref(n.args.at(0)));
+      return;
+    }
     if (is_identity_op(n.op)) {
       const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
       if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 copies are fused");
@@ -135,9 +141,25 @@ class Planner {
     producer_[n.name] = producer_.at(view->base);
   }
 
+  // A float32 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
+  void add_constant(const Node& n) {
+    const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
+    if (!is_number(n.args.at(0)) || (!dtype.is_null() && dtype.value("dtype", "") != "float32"))
+      unsupported(n, "only float32 constants are inlined");
+    constants_[n.name] = float_literal(number(n.args.at(0)));
+  }
+
+  // Tensor operands of n that live in a group or in memory (constants are inlined instead).
+  std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n) {
+    std::vector<std::pair<size_t, std::string>> out;
+    for (const auto& [pos, v] : tensor_operands(n))
+      if (!constants_.count(v)) out.emplace_back(pos, v);
+    return out;
+  }
+
   void add_elementwise(const Node& n, const ValueInfo& out) {
     check_result(n, out);
-    const auto operands = tensor_operands(n);
+    const auto operands = computed_operands(n);
     int target = -1, latest_producer = -1;
     for (const auto& [pos, v] : operands) {
       if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
@@ -152,6 +174,8 @@ class Planner {
                       numel_of(out.shape) == groups_[target].group.numel();
     if (!join) target = new_group("elementwise", out.shape);
     Step step{&n, next_var(), false, {}, {}};
+    for (const auto& [pos, v] : tensor_operands(n))
+      if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
     for (const auto& [pos, v] : operands) {
       auto it = fused_.find(v);
       if (it != fused_.end() && it->second.group == target) {
@@ -171,8 +195,10 @@ class Planner {
 
   void add_anchor(const Node& n, const ValueInfo& out, const Family& family) {
     check_result(n, out);
-    for (const auto& [pos, v] : tensor_operands(n))
+    for (const auto& [pos, v] : tensor_operands(n)) {
+      if (constants_.count(v)) unsupported(n, "a constant tensor as the operand of " + family.name() + " is not supported");
       if (fused_.count(v)) materialize(v);
+    }
     const int gi = new_group(family.name(), out.shape);
     Building& b = groups_[gi];
     Step step{&n, next_var(), true, {}, {}};
@@ -230,6 +256,7 @@ class Planner {
   }
 
   std::string materialize_output(const std::string& value) {
+    if (constants_.count(value)) FT_USER_ERROR("the model returns a constant tensor (" + value + "); that is not lowered");
     if (fused_.count(value)) materialize(value);
     const Layout& l = memory_.at(value);
     const ValueInfo& base = g_.value(l.base);
@@ -245,6 +272,7 @@ class Planner {
   std::map<std::string, Fused> fused_;
   std::map<std::string, Layout> memory_;  // values readable from memory, as views of a base
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
+  std::map<std::string, std::string> constants_;  // value -> float literal (scalar_tensor)
   int var_count_ = 0;
 };
 

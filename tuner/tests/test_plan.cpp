@@ -182,6 +182,25 @@ TEST(Plan, ReductionOfEverythingAndOfAComputedValue) {
   EXPECT_EQ(gr.k, 21);
 }
 
+// scalar_tensor (as logsumexp's decomposition makes for its where()) is inlined as a literal.
+TEST(Plan, ConstantTensorsAreInlined) {
+  Graph g = G().value("x", {4, 6}, "input")
+                .node("m", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+                .node("c", "aten.eq.Scalar", std::vector<json>{G::ref("m"), 1.5}, {4, 1})
+                .node("z", "aten.scalar_tensor.default", std::vector<json>{0.25}, {}, json{{"dtype", {{"dtype", "float32"}}}})
+                .node("w", "aten.where.self", {G::ref("c"), G::ref("z"), G::ref("m")}, {4, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("w")}, {4, 6})
+                .build({"d"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"aten.amax.default", "aten.eq.Scalar", "aten.where.self"}));
+  EXPECT_NE(p.groups[0].op_struct.find("0.25f"), std::string::npos) << p.groups[0].op_struct;
+  EXPECT_EQ(p.groups[1].ops, (std::vector<std::string>{"aten.sub.Tensor"}));
+
+  Graph returned = G().node("z", "aten.scalar_tensor.default", std::vector<json>{1.0}, {}).build({"z"});
+  EXPECT_THROW(plan_graph(returned), UserError);
+}
+
 TEST(Plan, ReductionToAnotherDtypeIsRefused) {
   Graph g = G().value("x", {3, 7}, "input")
                 .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {3},

@@ -102,6 +102,7 @@ EXPECTED_PLANS = {
     # Reductions (issue 5, first version: the chain before a reduction is written first).
     "sum_middle_dim": [("reduce", 1)],
     "rmsnorm_channels": [("elementwise", 1), ("reduce", 3), ("elementwise", 1)],
+    "logsumexp_rows": [("reduce", 4), ("elementwise", 2), ("reduce", 3)],
 }
 
 
