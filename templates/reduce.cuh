@@ -40,6 +40,19 @@ __device__ __forceinline__ long long view_offset(const KernelArgs& a, int slot, 
   return offset;
 }
 
+// Output o from its reduced value v: the mean's division, then the group's epilogue.
+template <int KIND, class Op>
+__device__ __forceinline__ void finish_output(const KernelArgs& a, long long o, float v) {
+  float x[Op::kIn];
+  float y[Op::kOut];
+  x[0] = KIND == 1 ? v / (float)a.k : v;
+#pragma unroll
+  for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][o];
+  Op::template apply<0>(a, o, x, y);
+#pragma unroll
+  for (int j = 0; j < Op::kOut; ++j) a.ptr[Op::kOutSlot + j][o] = y[j];
+}
+
 template <int BLOCK, int ILP, int KIND, bool CONTIG, class Op>
 __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
@@ -72,16 +85,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
       for (int s = 16; s > 0; s >>= 1) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, s));
       __syncthreads();  // partial is reused by the next output
     }
-    if (threadIdx.x == 0) {
-      float x[Op::kIn];
-      float y[Op::kOut];
-      x[0] = KIND == 1 ? v / (float)n : v;
-#pragma unroll
-      for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][o];
-      Op::template apply<0>(a, o, x, y);
-#pragma unroll
-      for (int j = 0; j < Op::kOut; ++j) a.ptr[Op::kOutSlot + j][o] = y[j];
-    }
+    if (threadIdx.x == 0) finish_output<KIND, Op>(a, o, v);
   }
 }
 
@@ -110,14 +114,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_thread_kernel(const KernelArgs a
         idx[d] = 0;
       }
     }
-    float x[Op::kIn];
-    float y[Op::kOut];
-    x[0] = KIND == 1 ? acc / (float)n : acc;
-#pragma unroll
-    for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][o];
-    Op::template apply<0>(a, o, x, y);
-#pragma unroll
-    for (int j = 0; j < Op::kOut; ++j) a.ptr[Op::kOutSlot + j][o] = y[j];
+    finish_output<KIND, Op>(a, o, acc);
   }
 }
 
