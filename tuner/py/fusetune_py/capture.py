@@ -139,10 +139,19 @@ def describe_outputs(ep):
     return outputs, mutations
 
 
+def decompositions():
+    """Core ATen, plus softmax and log_softmax written out (amax, sub, exp, sum, div/log), which
+    the reduce family runs until a fused softmax kernel lowers them whole."""
+    from torch._decomp import get_decompositions
+    table = torch.export.default_decompositions()
+    table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax]))
+    return table
+
+
 def export_graph(model, inputs, base):
     try:
         with quiet():
-            return torch.export.export(model, tuple(inputs)).run_decompositions()
+            return torch.export.export(model, tuple(inputs)).run_decompositions(decompositions())
     except Exception as e:
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
 

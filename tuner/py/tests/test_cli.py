@@ -103,6 +103,9 @@ EXPECTED_PLANS = {
     "sum_middle_dim": [("reduce", 1)],
     "rmsnorm_channels": [("elementwise", 1), ("reduce", 3), ("elementwise", 1)],
     "logsumexp_rows": [("reduce", 4), ("elementwise", 2), ("reduce", 3)],
+    # softmax written out at capture (amax, sub, exp, sum, div) until a fused kernel lowers it.
+    "softmax_rows": [("reduce", 1), ("elementwise", 2), ("reduce", 1), ("elementwise", 1)],
+    "linear_softmax": [("gemm", 1), ("reduce", 1), ("elementwise", 2), ("reduce", 1), ("elementwise", 1)],
 }
 
 
