@@ -110,19 +110,32 @@ std::vector<CompileResult> Compiler::compile_all(const std::vector<CompileJob>& 
                                                  const std::function<void(const CompileResult&)>& on_done) const {
   make_dirs(cache_dir_);
   std::vector<CompileResult> results(jobs.size());
+  // Jobs with the same cache key (e.g. one epilogue kernel shared by every algorithm of a
+  // library) compile once; the others take the first one's result.
+  std::map<std::string, std::vector<size_t>> same_key;
+  std::vector<std::string> keys;
+  std::vector<size_t> distinct;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    keys.push_back(cache_key(jobs[i]));
+    auto& group = same_key[keys.back()];
+    if (group.empty()) distinct.push_back(i);
+    group.push_back(i);
+  }
+  auto finish = [&](size_t first, const std::string& failure) {
+    for (size_t i : same_key.at(keys[first])) {
+      results[i] = from_cache(jobs[i]);
+      if (!results[i].cached) {
+        results[i].name = jobs[i].name;
+        results[i].log = failure;
+      }
+      if (on_done) on_done(results[i]);
+    }
+  };
   std::map<pid_t, size_t> running;
   size_t next = 0;
-  auto finish = [&](size_t i, const std::string& failure) {
-    results[i] = from_cache(jobs[i]);
-    if (!results[i].cached) {
-      results[i].name = jobs[i].name;
-      results[i].log = failure;
-    }
-    if (on_done) on_done(results[i]);
-  };
-  while (next < jobs.size() || !running.empty()) {
-    while (next < jobs.size() && (int)running.size() < std::max(1, workers)) {
-      const size_t i = next++;
+  while (next < distinct.size() || !running.empty()) {
+    while (next < distinct.size() && (int)running.size() < std::max(1, workers)) {
+      const size_t i = distinct[next++];
       if (from_cache(jobs[i]).cached) {
         finish(i, "");
         continue;

@@ -27,7 +27,8 @@ class Compiler {
  public:
   Compiler(std::vector<std::string> include_dirs, std::string arch, std::string cache_dir);
 
-  // Compiles every job, at most `workers` processes at a time; reports each result as it lands.
+  // Compiles every job, at most `workers` processes at a time (jobs with the same cache key once);
+  // reports each result as it lands.
   std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, int workers,
                                          const std::function<void(const CompileResult&)>& on_done) const;
   // Compiles in this process (cache first).

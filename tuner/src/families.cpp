@@ -17,11 +17,14 @@ std::vector<const Family*> all_families() {
           &reduce_thread_family()};
 }
 
-std::vector<const Family*> families_for(const Group& g) {
+std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused) {
   std::vector<const Family*> out;
-  std::string why;
-  for (const Family* f : all_families())
-    if (f->group_family() == g.family && f->supports(g, why)) out.push_back(f);
+  for (const Family* f : all_families()) {
+    std::string why;
+    if (f->group_family() != g.family) continue;
+    if (f->supports(g, why)) out.push_back(f);
+    else if (refused) refused->push_back(f->name() + ": " + why);
+  }
   return out;
 }
 

@@ -79,8 +79,9 @@ class Family {
 
 const Family& family_by_name(const std::string& name);
 const Family* family_anchoring(const std::string& op);
-// Every family whose kernels can run group g (they compete in its search).
-std::vector<const Family*> families_for(const Group& g);
+// Every family whose kernels can run group g (they compete in its search); `refused` gets
+// "family: why" for each one of the group's planner family that cannot.
+std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused = nullptr);
 std::vector<const Family*> all_families();
 
 // The KernelArgs a group's kernel takes, given each slot's base pointer on the device (the

@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <regex>
-#include <set>
 
 #include "driver.h"
 #include "emit.h"
@@ -137,14 +136,10 @@ void stage_compile(const Options& o) {
   int failed = 0, total = 0;
   for (const Group& gr : plan.groups) {
     std::vector<CompileJob> jobs;
-    std::set<std::string> seen;  // library families compile one epilogue for all their configs
     for (const Family* f : families_for(gr)) {
       if (!f->has_kernel(gr)) continue;
       const SearchSpace space = load_space(ctx, f->name());
-      for (const Config& c : space.enumerate()) {
-        CompileJob job = candidate_job(gr, c, space.template_file);
-        if (seen.insert(job.kernel + "\n" + job.source).second) jobs.push_back(std::move(job));
-      }
+      for (const Config& c : space.enumerate()) jobs.push_back(candidate_job(gr, c, space.template_file));
     }
     for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
       ++total;

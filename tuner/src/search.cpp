@@ -230,22 +230,6 @@ struct Candidate {
   Config config;
 };
 
-// One job per distinct kernel among the candidates (a library family compiles one epilogue for
-// all its algorithms); job_of[i] is candidate i's job, -1 for a library call alone.
-std::vector<CompileJob> compile_jobs(const Group& g, const std::vector<Candidate>& configs, std::vector<int>& job_of) {
-  std::vector<CompileJob> jobs;
-  job_of.assign(configs.size(), -1);
-  for (size_t i = 0; i < configs.size(); ++i) {
-    if (!configs[i].family->has_kernel(g)) continue;
-    CompileJob job = candidate_job(g, configs[i].config, configs[i].template_file);
-    const auto same = std::find_if(jobs.begin(), jobs.end(),
-                                   [&](const CompileJob& j) { return j.kernel == job.kernel && j.source == job.source; });
-    job_of[i] = (int)(same - jobs.begin());
-    if (same == jobs.end()) jobs.push_back(std::move(job));
-  }
-  return jobs;
-}
-
 }  // namespace
 
 SearchSpace load_space(const SearchContext& ctx, const std::string& family) {
@@ -264,17 +248,13 @@ CompileJob candidate_job(const Group& g, const Config& c, const std::string& tem
 json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index, int count) {
   const auto start = Clock::now();
   std::vector<Candidate> configs;  // every family that can run the group competes
-  for (const Family* f : all_families()) {
-    std::string why;
-    if (f->group_family() != g.family) continue;
-    if (!f->supports(g, why)) {
-      progress.log(g.id + ": " + f->name() + " cannot run this group: " + why);
-      continue;
-    }
+  std::vector<std::string> refused;
+  for (const Family* f : families_for(g, &refused)) {
     const SearchSpace space = load_space(ctx, f->name());
     for (const Config& c : space.enumerate())
       if (f->allowed(c, opt.precision)) configs.push_back(Candidate{f, space.template_file, c});
   }
+  for (const auto& r : refused) progress.log(g.id + ": cannot run this group: " + r);
   const size_t space_size = configs.size();
   if (space_size == 0) FT_USER_ERROR("the search space of " + g.family + " is empty after its constraints");
   if (opt.budget_candidates > 0 && (size_t)opt.budget_candidates < configs.size()) {
@@ -287,9 +267,16 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   progress.log(g.id + " (" + g.family + ": " + std::to_string(g.ops.size()) + " ops): " + std::to_string(configs.size()) +
                " of " + std::to_string(space_size) + " candidates");
 
-  std::vector<int> job_of;
-  const std::vector<CompileJob> jobs = compile_jobs(g, configs, job_of);
-  for (size_t i = jobs.size(); i < configs.size(); ++i) progress.compiled();  // shared or no kernel
+  std::vector<CompileJob> jobs;  // a library call alone has no kernel
+  std::vector<int> job_of(configs.size(), -1);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (!configs[i].family->has_kernel(g)) {
+      progress.compiled();
+      continue;
+    }
+    job_of[i] = (int)jobs.size();
+    jobs.push_back(candidate_job(g, configs[i].config, configs[i].template_file));
+  }
   const auto compile_start = Clock::now();
   const auto compiled = ctx.compiler->compile_all(jobs, opt.workers, [&](const CompileResult&) { progress.compiled(); });
   const double compile_s = seconds_since(compile_start);

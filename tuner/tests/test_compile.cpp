@@ -144,5 +144,22 @@ TEST(Compile, CacheHitsAndErrorsAreRecorded) {
   EXPECT_NE(Compiler(templates(), "sm_80", temp_dir("other")).cache_key(good), c.cache_key(good));
 }
 
+TEST(Compile, IdenticalJobsCompileOnce) {
+  // Two candidates with the same kernel (e.g. one epilogue for every library algorithm): one
+  // compile, both results, each under its own name.
+  const std::string cache = temp_dir("same");
+  Compiler c(templates(), "sm_90", cache);
+  const std::string src = "extern \"C\" __global__ void k(float* p) { p[0] = 2.f; }\n";
+  int reported = 0;
+  const auto results = c.compile_all({{"a", src, "k"}, {"b", src, "k"}}, 2, [&](const CompileResult&) { ++reported; });
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(reported, 2);
+  EXPECT_TRUE(results[0].ok && results[1].ok);
+  EXPECT_EQ(results[0].name, "a");
+  EXPECT_EQ(results[1].name, "b");
+  EXPECT_EQ(results[0].cubin_path, results[1].cubin_path);
+  EXPECT_EQ(list_files(cache, ".cubin").size(), 1u);
+}
+
 }  // namespace
 }  // namespace fusetune
