@@ -73,12 +73,16 @@ class Worker {
   KernelArgs args_{};
   double best_ms_ = -1.0;
   // cuBLASLt (loaded only when a candidate calls it): handle, workspace, the product buffer of
-  // candidates with an epilogue pass, and each compute mode's description and heuristic.
+  // candidates with an epilogue pass (made when the first one comes), and per compute mode (TF32
+  // or not) the product's description and the heuristic's algorithms.
+  struct LtMode {
+    std::unique_ptr<LtGemm> gemm;
+    std::vector<cublasLtMatmulHeuristicResult_t> algos;
+  };
   const CublasLt* lt_ = nullptr;
   cublasLtHandle_t lt_handle_ = nullptr;
   std::unique_ptr<DeviceBuffer> lt_workspace_, product_;
-  std::map<bool, std::unique_ptr<LtGemm>> lt_gemm_;
-  std::map<std::pair<bool, float*>, std::vector<cublasLtMatmulHeuristicResult_t>> lt_algos_;
+  std::map<bool, LtMode> lt_modes_;
   cublasStatus_t lt_status_ = CUBLAS_STATUS_SUCCESS;
 };
 
@@ -86,7 +90,6 @@ void Worker::setup_cublaslt() {
   lt_ = &cublaslt_api(job_.value("cublaslt_path", ""));
   if (lt_->cublasLtCreate(&lt_handle_) != CUBLAS_STATUS_SUCCESS) FT_THROW("cublasLtCreate failed");
   lt_workspace_ = std::make_unique<DeviceBuffer>(kCublasLtWorkspaceBytes);
-  product_ = std::make_unique<DeviceBuffer>((size_t)group_.numel() * sizeof(float));
 }
 
 std::string hex64(uint64_t v) {
@@ -119,17 +122,19 @@ std::function<CUresult(CUstream)> Worker::library_run(const json& call, json& re
   const bool tf32 = c.at("tf32").get<bool>();
   const int index = c.at("algo").get<int>(), out_slot = c.at("output_slot").get<int>();
   const int bias_slot = c.at("bias_slot").get<int>();
+  if (out_slot < 0 && !product_) product_ = std::make_unique<DeviceBuffer>((size_t)group_.numel() * sizeof(float));
   float* out = out_slot >= 0 ? args_.ptr[out_slot] : reinterpret_cast<float*>(product_->ptr);
   const float* bias = bias_slot >= 0 ? args_.ptr[bias_slot] : nullptr;
-  auto& gemm = lt_gemm_[tf32];
-  if (!gemm) gemm = std::make_unique<LtGemm>(*lt_, args_, tf32, (cublasLtEpilogue_t)c.at("epilogue").get<int>());
-  if (gemm->status() != CUBLAS_STATUS_SUCCESS)
-    FT_THROW("cuBLASLt cannot describe this product (status " + std::to_string((int)gemm->status()) + ")");
-  auto& algos = lt_algos_[{tf32, out}];
-  if (algos.empty()) {
-    algos.resize(64);
-    algos.resize(gemm->heuristic(lt_handle_, args_, out, algos.data(), (int)algos.size()));
+  LtMode& mode = lt_modes_[tf32];  // the group's epilogue and output are the same for every candidate
+  if (!mode.gemm) {
+    mode.gemm = std::make_unique<LtGemm>(*lt_, args_, tf32, (cublasLtEpilogue_t)c.at("epilogue").get<int>());
+    if (mode.gemm->status() != CUBLAS_STATUS_SUCCESS)
+      FT_THROW("cuBLASLt cannot describe this product (status " + std::to_string((int)mode.gemm->status()) + ")");
+    mode.algos.resize(64);
+    mode.algos.resize(mode.gemm->heuristic(lt_handle_, args_, out, mode.algos.data(), (int)mode.algos.size()));
   }
+  const auto& gemm = mode.gemm;
+  const auto& algos = mode.algos;
   if (index >= (int)algos.size()) {
     unavailable = "cuBLASLt's heuristic offers " + std::to_string(algos.size()) + " algorithms for this product";
     return nullptr;
@@ -302,11 +307,12 @@ void Worker::run_candidate(const json& cand) {
   // reads the product from the B operand's slot (templates/gemm_epilogue.cuh).
   std::function<CUresult(CUstream)> library;
   KernelArgs kernel_args = args_;
+  const bool product_pass = cand.contains("cublaslt") && cand["cublaslt"]["output_slot"].get<int>() < 0;
   if (cand.contains("cublaslt")) {
     std::string unavailable;
     library = library_run(cand, result, unavailable);
     if (!library) return finish("unavailable", unavailable);
-    kernel_args.ptr[1] = reinterpret_cast<float*>(product_->ptr);
+    if (product_pass) kernel_args.ptr[1] = reinterpret_cast<float*>(product_->ptr);
   }
   lt_status_ = CUBLAS_STATUS_SUCCESS;
   auto run = [&](CUstream stream) {
@@ -319,7 +325,7 @@ void Worker::run_candidate(const json& cand) {
   };
   // Correctness: poisoned outputs, one run, compare.
   for (const auto& o : outputs_) CU_CHECK(cuMemsetD32_v2(o->ptr, 0x7fc00000u, o->bytes / 4));
-  if (product_) CU_CHECK(cuMemsetD32_v2(product_->ptr, 0x7fc00000u, product_->bytes / 4));
+  if (product_pass) CU_CHECK(cuMemsetD32_v2(product_->ptr, 0x7fc00000u, product_->bytes / 4));
   CUresult r = run(nullptr);
   if (r == CUDA_SUCCESS) r = Driver::get().cuCtxSynchronize();
   if (r != CUDA_SUCCESS) {
