@@ -5,6 +5,7 @@
 // into its loads yet (its value is written to memory first).
 #include "families.h"
 #include "graph.h"
+#include "reduce_launch.h"
 
 namespace fusetune {
 
@@ -31,7 +32,19 @@ bool reduced_contiguous(const Group& g) {
   return true;
 }
 
-class Reduce : public Family {
+// What both reduction kernels share: the group, its flop count and the launch header.
+class ReduceKernel : public Family {
+ public:
+  std::string group_family() const override { return "reduce"; }
+  std::string extension_includes(const Group& g, const std::string& template_file) const override {
+    return "#include \"" + template_file + "\"\n#include \"reduce_launch.h\"\n";
+  }
+  double flops(const Group& g) const override {
+    return (double)g.m * (double)g.k + (double)g.numel() * (double)(g.ops.size() - 1);
+  }
+};
+
+class Reduce : public ReduceKernel {
  public:
   std::string name() const override { return "reduce"; }
   bool anchors(const std::string& op) const override {
@@ -72,38 +85,27 @@ class Reduce : public Family {
     return "fusetune::reduce_kernel<" + p("BLOCK") + ", " + p("ILP") + ", " + std::to_string(reduce_kind(g)) + ", " +
            (reduced_contiguous(g) ? "true" : "false") + ", " + g.op_type() + ">";
   }
-  // One block per output, grid-stride beyond 2^31 - 1 of them.
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return LaunchDims{{(unsigned)std::min<int64_t>(std::max<int64_t>(g.numel(), 1), 2147483647LL), 1u, 1u},
-                      {(unsigned)c.at("BLOCK"), 1u, 1u}, 0u};
+    return reduce_launch((int)c.at("BLOCK"), g.numel());
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
-    return "fusetune::LaunchDims{{(unsigned)(args.numel < 1 ? 1 : args.numel < 2147483647LL ? args.numel : 2147483647LL), "
-           "1u, 1u}, {(unsigned)" + p("BLOCK") + ", 1u, 1u}, 0u}";
-  }
-  double flops(const Group& g) const override {
-    return (double)g.m * (double)g.k + (double)g.numel() * (double)(g.ops.size() - 1);
+    return "fusetune::reduce_launch(" + p("BLOCK") + ", args.numel)";
   }
 };
 
 // One thread per output (reduce_thread_kernel), competing for the same groups.
-class ReduceThread : public Family {
+class ReduceThread : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_thread"; }
-  std::string group_family() const override { return "reduce"; }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::reduce_thread_kernel<" + p("BLOCK") + ", " + std::to_string(reduce_kind(g)) + ", " + g.op_type() + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
-    const int64_t block = c.at("BLOCK"), blocks = (std::max<int64_t>(g.numel(), 1) + block - 1) / block;
-    return LaunchDims{{(unsigned)std::min<int64_t>(blocks, 2147483647LL), 1u, 1u}, {(unsigned)block, 1u, 1u}, 0u};
+    return reduce_thread_launch((int)c.at("BLOCK"), g.numel());
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
-    const std::string blocks = "((args.numel < 1 ? 1 : args.numel) + " + p("BLOCK") + " - 1) / " + p("BLOCK");
-    return "fusetune::LaunchDims{{(unsigned)(" + blocks + " < 2147483647LL ? " + blocks + " : 2147483647LL), 1u, 1u}, "
-           "{(unsigned)" + p("BLOCK") + ", 1u, 1u}, 0u}";
+    return "fusetune::reduce_thread_launch(" + p("BLOCK") + ", args.numel)";
   }
-  double flops(const Group& g) const override { return family_by_name("reduce").flops(g); }
 };
 
 }  // namespace
