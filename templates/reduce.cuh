@@ -1,120 +1,341 @@
-// Reduction of a strided input over some of its dimensions (sum, mean, max, min), one block per
-// output element (grid-stride over outputs; reduce_thread_kernel below: one thread per output),
-// with the group's elementwise epilogue fused: x[0] of
-// Op::apply is the reduced value. The input is read through two views of the same tensor: slot 0
-// over the kept dimensions (in output order) and slot 1 over the reduced ones; a.k is the number
-// of reduced elements. Tuning parameters: BLOCK threads per output, ILP loads in flight per
-// thread. KIND: 0 sum, 1 mean, 2 max, 3 min (a NaN wins, as in torch.amax). CONTIG: the reduced
-// dimensions form one stride-1 run. First version (issue 5): no prologue fusion, no split of one
-// output over several blocks, no coalescing across outputs for reductions over outer dimensions.
+// Row kernels: reductions (sum, mean, max, min) over any dimensions with the elementwise chain
+// before them fused into their loads and the chain after them fused, both at the reduced shape
+// and again over every element of the row (softmax's division, a norm's scaling). Every tensor
+// is a view over the domain with the kept dimensions first (Op::kKeptRank of them, one row per
+// output, a.numel rows) and the reduced ones last (a.k elements per row).
+// A row is read once per pass: pass P folds Op::values<P> into the statistics of pass P, then
+// Op::after<P> turns them into per-row values (red[]); a last pass writes Op::out for every
+// element when the group has such outputs. A sum of exp(a - max a) is folded online in the
+// maximum's pass (statistic kind 3, rescaled whenever the maximum grows), so softmax reads a row
+// twice and logsumexp once.
+// reduce_kernel: BLOCK threads per row, ILP loads in flight, VEC floats per load (used when the
+// row is one stride-1 run, aligned, in every tensor); reduce_thread_kernel: ROWS neighbouring
+// rows per block (coalesced across rows when the reduced dimensions are outer ones), SPLIT
+// threads sharing each row. MATH: see fused_math.cuh.
 #pragma once
+#include "elementwise.cuh"
 #include "fused_math.cuh"
 #include "fusetune_args.h"
 
 namespace fusetune {
 
-template <int KIND>
-struct ReduceOp {
-  static constexpr bool kMax = KIND == 2, kMin = KIND == 3;
-  __device__ __forceinline__ static float identity() {
-    return kMax ? -__int_as_float(0x7f800000) : kMin ? __int_as_float(0x7f800000) : 0.f;
-  }
-  __device__ __forceinline__ static float combine(float acc, float v) {
-    if (kMax) return (acc > v || acc != acc) ? acc : v;
-    if (kMin) return (acc < v || acc != acc) ? acc : v;
-    return acc + v;
-  }
-};
+enum : int { kStatSum = 0, kStatMax = 1, kStatMin = 2, kStatExpSum = 3 };
 
-// Offset of element i (row-major over the view's dimensions) of slot `slot`; dimensions past
-// the view's rank have size 0 in KernelArgs and are skipped.
-__device__ __forceinline__ long long view_offset(const KernelArgs& a, int slot, long long i) {
+__device__ __forceinline__ float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
+
+// exp(from - to), exactly 1 when both are the same infinity.
+template <int MATH> __device__ __forceinline__ float exp_rescale(float from, float to) {
+  return from == to ? 1.f : exp_<MATH>(from - to);
+}
+
+// Sum of exp(a - shift) from the online pair: s = sum of exp(a - m), m = max of a.
+template <int MATH> __device__ __forceinline__ float expsum_value(float s, float m, float shift) {
+  return s * exp_rescale<MATH>(m, shift);
+}
+
+template <class Op> __device__ __forceinline__ float stat_identity(int i) {
+  const int kind = Op::stat_kind(i);
+  return kind == kStatMax ? -__int_as_float(0x7f800000) : kind == kStatMin ? __int_as_float(0x7f800000) : 0.f;
+}
+
+// Folds one element's values v into the statistics of pass P. An ExpSum is folded before its
+// Max (higher index first) so that it sees the maximum before this element.
+template <class Op, int P, int MATH>
+__device__ __forceinline__ void fold(float* acc, const float* v) {
+#pragma unroll
+  for (int i = Op::kStats - 1; i >= 0; --i) {
+    if (Op::stat_pass(i) != P) continue;
+    const int kind = Op::stat_kind(i);
+    if (kind == kStatSum) {
+      acc[i] += v[i];
+    } else if (kind == kStatMax) {
+      acc[i] = max_nan(acc[i], v[i]);
+    } else if (kind == kStatMin) {
+      acc[i] = min_nan(acc[i], v[i]);
+    } else {
+      const float m = acc[Op::stat_partner(i)], mn = max_nan(m, v[i]);
+      acc[i] = acc[i] * exp_rescale<MATH>(m, mn) + exp_rescale<MATH>(v[i], mn);
+    }
+  }
+}
+
+// Merges another partial set of statistics of pass P into acc.
+template <class Op, int P, int MATH>
+__device__ __forceinline__ void merge(float* acc, const float* other) {
+#pragma unroll
+  for (int i = Op::kStats - 1; i >= 0; --i) {
+    if (Op::stat_pass(i) != P) continue;
+    const int kind = Op::stat_kind(i);
+    if (kind == kStatSum) {
+      acc[i] += other[i];
+    } else if (kind == kStatMax) {
+      acc[i] = max_nan(acc[i], other[i]);
+    } else if (kind == kStatMin) {
+      acc[i] = min_nan(acc[i], other[i]);
+    } else {
+      const int p = Op::stat_partner(i);
+      const float mn = max_nan(acc[p], other[p]);
+      acc[i] = acc[i] * exp_rescale<MATH>(acc[p], mn) + other[i] * exp_rescale<MATH>(other[p], mn);
+    }
+  }
+}
+
+template <class Op> __device__ __forceinline__ void init_stats(float* acc) {
+#pragma unroll
+  for (int i = 0; i < Op::kStats; ++i) acc[i] = stat_identity<Op>(i);
+}
+
+// Offset of row o in slot s (its kept dimensions).
+template <class Op> __device__ __forceinline__ long long row_offset(const KernelArgs& a, int s, long long o) {
   long long offset = 0;
 #pragma unroll
-  for (int d = kMaxRank - 1; d >= 0; --d) {
-    const long long size = a.size[slot][d];
-    if (size <= 0) continue;
-    offset += (i % size) * a.stride[slot][d];
-    i /= size;
+  for (int d = Op::kKeptRank - 1; d >= 0; --d) {
+    const long long size = a.size[s][d];
+    offset += (o % size) * a.stride[s][d];
+    o /= size;
   }
   return offset;
 }
 
-// Output o from its reduced value v: the mean's division, then the group's epilogue.
-template <int KIND, class Op>
-__device__ __forceinline__ void finish_output(const KernelArgs& a, long long o, float v) {
-  float x[Op::kIn];
-  float y[Op::kOut];
-  x[0] = KIND == 1 ? v / (float)a.k : v;
+// Offset of element r of a row in slot s (its reduced dimensions).
+template <class Op> __device__ __forceinline__ long long elem_offset(const KernelArgs& a, int s, long long r) {
+  if (Op::kRank - Op::kKeptRank == 1) return r * a.stride[s][Op::kKeptRank];
+  long long offset = 0;
 #pragma unroll
-  for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][o];
-  Op::template apply<0>(a, o, x, y);
-#pragma unroll
-  for (int j = 0; j < Op::kOut; ++j) a.ptr[Op::kOutSlot + j][o] = y[j];
+  for (int d = Op::kRank - 1; d >= Op::kKeptRank; --d) {
+    const long long size = a.size[s][d];
+    offset += (r % size) * a.stride[s][d];
+    r /= size;
+  }
+  return offset;
 }
 
-template <int BLOCK, int ILP, int KIND, bool CONTIG, class Op>
-__global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
-  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
-  using R = ReduceOp<KIND>;
-  __shared__ float partial[BLOCK / 32];
-  const long long n = a.k;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (long long o = blockIdx.x; o < a.numel; o += gridDim.x) {
-    const float* row = a.ptr[0] + view_offset(a, 0, o);
-    float acc[ILP];
+template <class Op> struct Row {
+  float* p[Op::kSlots];  // each slot's row
+  float red[Op::kReduced];
+
+  __device__ __forceinline__ Row(const KernelArgs& a, long long o) {
 #pragma unroll
-    for (int u = 0; u < ILP; ++u) acc[u] = R::identity();
-    for (long long r0 = threadIdx.x; r0 < n; r0 += (long long)BLOCK * ILP) {
+    for (int s = 0; s < Op::kSlots; ++s) p[s] = a.ptr[s] + row_offset<Op>(a, s, o);
+  }
+
+  // Whether V consecutive elements can be moved as one vector in every slot: one reduced
+  // dimension of stride 1 (or 0: a per-row value), aligned rows, whole vectors.
+  template <int V> __device__ __forceinline__ bool vector_ok(const KernelArgs& a) const {
+    if (V == 1) return true;
+    if (Op::kRank - Op::kKeptRank != 1 || a.k % V != 0) return false;
+    bool ok = true;
 #pragma unroll
-      for (int u = 0; u < ILP; ++u) {
-        const long long r = r0 + (long long)u * BLOCK;
-        if (r < n) acc[u] = R::combine(acc[u], row[CONTIG ? r : view_offset(a, 1, r)]);
+    for (int s = 0; s < Op::kSlots; ++s) {
+      const long long st = a.stride[s][Op::kKeptRank];
+      ok &= st == 0 || (st == 1 && (unsigned long long)p[s] % (V * sizeof(float)) == 0);
+    }
+    return ok;
+  }
+
+  // x[j][s] = element e + j of input slot s (V > 1 only where vector_ok holds).
+  template <int V> __device__ __forceinline__ void load(const KernelArgs& a, long long e, float (&x)[V][Op::kIn]) const {
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      if (V == 1) {
+        x[0][s] = p[s][elem_offset<Op>(a, s, e)];
+      } else if (a.stride[s][Op::kKeptRank] == 0) {
+        const float v = p[s][0];
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[j][s] = v;
+      } else {
+        float v[V];
+        load_vec<V>(p[s] + e, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[j][s] = v[j];
       }
     }
-    float v = acc[0];
+  }
+
+  // Computes and stores the Full outputs of elements e .. e + V - 1.
+  template <int V, int MATH> __device__ __forceinline__ void store(const KernelArgs& a, long long e, const float (&x)[V][Op::kIn]) {
+    float y[Op::kFullOut > 0 ? Op::kFullOut : 1][V];
 #pragma unroll
-    for (int u = 1; u < ILP; ++u) v = R::combine(v, acc[u]);
+    for (int j = 0; j < V; ++j) {
+      float yj[Op::kFullOut > 0 ? Op::kFullOut : 1];
+      Op::template out<MATH>(x[j], red, yj);
 #pragma unroll
-    for (int s = 16; s > 0; s >>= 1) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, s));
-    if (BLOCK > 32) {
-      if (lane == 0) partial[warp] = v;
-      __syncthreads();
-      v = lane < BLOCK / 32 ? partial[lane] : R::identity();
-#pragma unroll
-      for (int s = 16; s > 0; s >>= 1) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, s));
-      __syncthreads();  // partial is reused by the next output
+      for (int o = 0; o < Op::kFullOut; ++o) y[o][j] = yj[o];
     }
-    if (threadIdx.x == 0) finish_output<KIND, Op>(a, o, v);
+#pragma unroll
+    for (int o = 0; o < Op::kFullOut; ++o) {
+      float* q = p[Op::full_out_slot(o)];
+      if (V == 1) q[elem_offset<Op>(a, Op::full_out_slot(o), e)] = y[o][0];
+      else store_vec<V>(q + e, y[o]);
+    }
+  }
+};
+
+// ---- reduce_kernel: a block per row.
+
+template <class Op, int P, int MATH, int BLOCK>
+__device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
+#pragma unroll
+  for (int sh = 16; sh > 0; sh >>= 1) {
+    float other[Op::kStats];
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) other[i] = __shfl_xor_sync(0xffffffffu, acc[i], sh);
+    merge<Op, P, MATH>(acc, other);
+  }
+  if (BLOCK > 32) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < Op::kStats; ++i) partial[i][warp] = acc[i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) acc[i] = lane < BLOCK / 32 ? partial[i][lane] : stat_identity<Op>(i);
+#pragma unroll
+    for (int sh = 16; sh > 0; sh >>= 1) {
+      float other[Op::kStats];
+#pragma unroll
+      for (int i = 0; i < Op::kStats; ++i) other[i] = __shfl_xor_sync(0xffffffffu, acc[i], sh);
+      merge<Op, P, MATH>(acc, other);
+    }
+    __syncthreads();  // partial is reused by the next pass
   }
 }
 
-// One thread per output: for reductions over outer or middle dimensions, where neighbouring
-// outputs are neighbours in memory and a warp's loads coalesce (reduce_kernel's block per output
-// would read one element per 32-byte sector there). The reduced elements are visited with an
-// odometer over the reduced view's dimensions, without divisions.
-template <int BLOCK, int KIND, class Op>
-__global__ void __launch_bounds__(BLOCK) reduce_thread_kernel(const KernelArgs a) {
-  using R = ReduceOp<KIND>;
+// This thread's share of pass P over the row, V elements per load.
+template <class Op, int P, int MATH, int BLOCK, int ILP, int V>
+__device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& row, float* acc) {
   const long long n = a.k;
-  for (long long o = (long long)blockIdx.x * BLOCK + threadIdx.x; o < a.numel; o += (long long)gridDim.x * BLOCK) {
-    const float* row = a.ptr[0] + view_offset(a, 0, o);
-    long long idx[kMaxRank] = {0, 0, 0, 0, 0, 0};
-    long long offset = 0;
-    float acc = R::identity();
-    for (long long r = 0; r < n; ++r) {
-      acc = R::combine(acc, row[offset]);
+  for (long long e0 = (long long)threadIdx.x * V; e0 < n; e0 += (long long)BLOCK * V * ILP) {
+    float x[ILP][V][Op::kIn];
 #pragma unroll
-      for (int d = kMaxRank - 1; d >= 0; --d) {  // next reduced element
-        const long long size = a.size[1][d];
-        if (size <= 0) continue;
-        offset += a.stride[1][d];
-        if (++idx[d] < size) break;
-        offset -= idx[d] * a.stride[1][d];
-        idx[d] = 0;
+    for (int u = 0; u < ILP; ++u) {
+      const long long e = e0 + (long long)u * BLOCK * V;
+      if (e < n) row.template load<V>(a, e, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < ILP; ++u) {
+      const long long e = e0 + (long long)u * BLOCK * V;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if (e + j >= n) continue;
+        float v[Op::kStats];
+        Op::template values<P, MATH>(x[u][j], row.red, v);
+        fold<Op, P, MATH>(acc, v);
       }
     }
-    finish_output<KIND, Op>(a, o, acc);
+  }
+}
+
+template <class Op, int MATH, int BLOCK, int ILP, int V>
+__device__ __forceinline__ void block_store(const KernelArgs& a, Row<Op>& row) {
+  const long long n = a.k;
+  for (long long e0 = (long long)threadIdx.x * V; e0 < n; e0 += (long long)BLOCK * V * ILP) {
+    float x[ILP][V][Op::kIn];
+#pragma unroll
+    for (int u = 0; u < ILP; ++u) {
+      const long long e = e0 + (long long)u * BLOCK * V;
+      if (e < n) row.template load<V>(a, e, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < ILP; ++u) {
+      const long long e = e0 + (long long)u * BLOCK * V;
+      if (e < n) row.template store<V, MATH>(a, e, x[u]);
+    }
+  }
+}
+
+template <class Op, int P, int MATH, int BLOCK, int ILP, int VEC>
+__device__ __forceinline__ void block_passes(const KernelArgs& a, Row<Op>& row, bool vec, float (*partial)[32]) {
+  if constexpr (P < Op::kPasses) {
+    float acc[Op::kStats > 0 ? Op::kStats : 1];
+    init_stats<Op>(acc);
+    if (vec) block_fold<Op, P, MATH, BLOCK, ILP, VEC>(a, row, acc);
+    else block_fold<Op, P, MATH, BLOCK, ILP, 1>(a, row, acc);
+    block_merge<Op, P, MATH, BLOCK>(acc, partial);
+    Op::template after<P, MATH>(a, row.p, acc, row.red);
+    block_passes<Op, P + 1, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
+  }
+}
+
+template <int BLOCK, int ILP, int VEC, int MATH, class Op>
+__global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
+  __shared__ float partial[Op::kStats > 0 ? Op::kStats : 1][32];
+  for (long long o = blockIdx.x; o < a.numel; o += gridDim.x) {
+    Row<Op> row(a, o);
+    const bool vec = row.template vector_ok<VEC>(a);
+    block_passes<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
+    if (threadIdx.x == 0) Op::store_reduced(row.p, row.red);
+    if (Op::kFullOut > 0) {
+      if (vec) block_store<Op, MATH, BLOCK, ILP, VEC>(a, row);
+      else block_store<Op, MATH, BLOCK, ILP, 1>(a, row);
+    }
+  }
+}
+
+// ---- reduce_thread_kernel: ROWS neighbouring rows per block, SPLIT threads per row.
+
+// Merges the statistics of the SPLIT threads of each row (threadIdx.y) through shared memory;
+// every thread ends with its row's totals.
+template <class Op, int P, int MATH, int ROWS, int SPLIT>
+__device__ __forceinline__ void split_merge(float* acc, float (*partial)[SPLIT][ROWS]) {
+  if (SPLIT == 1) return;
+#pragma unroll
+  for (int i = 0; i < Op::kStats; ++i) partial[i][threadIdx.y][threadIdx.x] = acc[i];
+  __syncthreads();
+  init_stats<Op>(acc);
+#pragma unroll
+  for (int t = 0; t < SPLIT; ++t) {
+    float other[Op::kStats];
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) other[i] = partial[i][t][threadIdx.x];
+    merge<Op, P, MATH>(acc, other);
+  }
+  __syncthreads();  // partial is reused by the next pass
+}
+
+template <class Op, int P, int MATH, int ROWS, int SPLIT>
+__device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, bool valid,
+                                             float (*partial)[SPLIT][ROWS]) {
+  if constexpr (P < Op::kPasses) {
+    float acc[Op::kStats > 0 ? Op::kStats : 1];
+    init_stats<Op>(acc);
+    if (valid) {
+#pragma unroll 4
+      for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
+        float x[1][Op::kIn];
+        row.template load<1>(a, e, x);
+        float v[Op::kStats];
+        Op::template values<P, MATH>(x[0], row.red, v);
+        fold<Op, P, MATH>(acc, v);
+      }
+    }
+    split_merge<Op, P, MATH, ROWS, SPLIT>(acc, partial);
+    Op::template after<P, MATH>(a, row.p, acc, row.red);
+    split_passes<Op, P + 1, MATH, ROWS, SPLIT>(a, row, valid, partial);
+  }
+}
+
+template <int ROWS, int SPLIT, int MATH, class Op>
+__global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const KernelArgs a) {
+  static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
+  __shared__ float partial[Op::kStats > 0 ? Op::kStats : 1][SPLIT][ROWS];
+  for (long long base = (long long)blockIdx.x * ROWS; base < a.numel; base += (long long)gridDim.x * ROWS) {
+    const long long o = base + threadIdx.x;
+    const bool valid = o < a.numel;
+    Row<Op> row(a, valid ? o : 0);
+    split_passes<Op, 0, MATH, ROWS, SPLIT>(a, row, valid, partial);
+    if (!valid) continue;  // no barrier follows in this iteration
+    if (threadIdx.y == 0) Op::store_reduced(row.p, row.red);
+    if (Op::kFullOut > 0) {
+#pragma unroll 4
+      for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
+        float x[1][Op::kIn];
+        row.template load<1>(a, e, x);
+        row.template store<1, MATH>(a, e, x);
+      }
+    }
   }
 }
 

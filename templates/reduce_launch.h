@@ -6,15 +6,17 @@
 
 namespace fusetune {
 
-// reduce_kernel: one block per output, grid-stride beyond 2^31 - 1 outputs.
+// reduce_kernel: one block per row, grid-stride beyond 2^31 - 1 rows.
 inline LaunchDims reduce_launch(int block, long long outputs) {
   const long long blocks = outputs < 1 ? 1 : outputs < 2147483647LL ? outputs : 2147483647LL;
   return LaunchDims{{(unsigned)blocks, 1u, 1u}, {(unsigned)block, 1u, 1u}, 0u};
 }
 
-// reduce_thread_kernel: one thread per output.
-inline LaunchDims reduce_thread_launch(int block, long long outputs) {
-  return reduce_launch(block, ceil_div(outputs < 1 ? 1 : outputs, block));
+// reduce_thread_kernel: `rows` rows per block, `split` threads per row.
+inline LaunchDims reduce_thread_launch(int rows, int split, long long outputs) {
+  LaunchDims d = reduce_launch(rows, ceil_div(outputs < 1 ? 1 : outputs, rows));
+  d.block[1] = (unsigned)split;
+  return d;
 }
 
 }  // namespace fusetune

@@ -10,6 +10,7 @@
 # Environment: OUT (where the summary and gpu_results.tgz go; default the scratch folder: give
 # each invocation its own), FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
 # header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
+# FUSETUNE_GPU_FAMILY_MODELS (space-separated subset of tests/gpu/models, without .py),
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
 # "planted families models"), FUSETUNE_GPU_WORK (scratch).
 set -uo pipefail
@@ -94,9 +95,10 @@ PY
   [ $? -eq 0 ] || { failures=$((failures + 1)); tail -30 "$out/run.log"; }
 }
 
-families() {  # every instance of every GEMM template must be correct on irregular shapes
+families() {  # every candidate of every GEMM and row family must be correct on irregular shapes
   for model in "$ROOT"/tests/gpu/models/*.py; do
     local name out
+    case " ${FUSETUNE_GPU_FAMILY_MODELS:-$(basename "$model" .py)} " in *" $(basename "$model" .py) "*) ;; *) continue ;; esac
     name=family_$(basename "$model" .py)
     out=$WORK/$name
     rm -rf "$out"; mkdir -p "$out"
@@ -134,7 +136,7 @@ else
       planted) planted ;;
       families) families ;;
       models)
-        for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3}; do
+        for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3 sum_middle_dim softmax_rows logsumexp_rows rmsnorm_channels linear_softmax}; do
           if [ "$m" = toplevel ]; then model=$ROOT/model.py; else model=$MODELS_DIR/$m.py; fi
           run_model "$m" "$model" ${FUSETUNE_GPU_ARGS:-}
         done ;;

@@ -5,11 +5,13 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "error.h"
 #include "families.h"
 #include "fusetune_args.h"
 #include "ops.h"
+#include "plan_build.h"
 
 namespace fusetune {
 
@@ -31,26 +33,41 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
+bool is_reduction_op(const std::string& op) {
+  return op == "aten.sum.dim_IntList" || op == "aten.sum.default" || op == "aten.mean.dim" ||
+         op == "aten.mean.default" || op == "aten.amax.default" || op == "aten.amin.default";
+}
+
+struct Reduction {
+  StatKind kind;
+  bool mean;
+  std::vector<bool> reduced;  // over the input's dimensions
+};
+
+// What reduction node n performs over an input of the given rank; empty with `why` if unsupported.
+std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& why) {
+  const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
+  if (!dtype.is_null() && dtype.value("dtype", "") != "float32") { why = "only float32 results"; return std::nullopt; }
+  const bool everything = n.op == "aten.sum.default" || n.op == "aten.mean.default";
+  const json& dims = everything ? json() : node_arg(n, 1, "dim");
+  Reduction r{n.op == "aten.amax.default" ? StatKind::Max : n.op == "aten.amin.default" ? StatKind::Min : StatKind::Sum,
+              n.op.rfind("aten.mean.", 0) == 0, std::vector<bool>(rank, dims.is_null() || (dims.is_array() && dims.empty()))};
+  for (const json& d : dims.is_array() ? dims : json::array()) {
+    if (!is_number(d)) { why = "dimensions must be constants"; return std::nullopt; }
+    const int64_t dim = (int64_t)number(d) < 0 ? (int64_t)number(d) + rank : (int64_t)number(d);
+    if (dim < 0 || dim >= rank) { why = "dimension out of range"; return std::nullopt; }
+    r.reduced[dim] = true;
+  }
+  return r;
+}
+
 // A value computed inside a group and still held in a register there.
 struct Fused {
   int group;
   std::string var;
   std::vector<int64_t> shape;
-};
-
-// One op of a group's chain and how each tensor operand is reached.
-struct Step {
-  const Node* node;
-  std::string var;
-  bool anchor = false;
-  std::map<std::string, std::string> fused_operands;  // value -> var
-  std::map<std::string, Layout> loaded_operands;      // value -> layout aligned to the node's shape
-};
-
-struct Building {
-  Group group;
-  std::vector<Step> steps;
-  Layout a, b;  // gemm operands
+  Level level = Level::Full;  // row groups: per element or per row
+  int phase = 0;              // row groups: passes before it is known
 };
 
 class Planner {
@@ -70,7 +87,7 @@ class Planner {
     for (const Node& n : g_.nodes) visit(n);
     Plan plan;
     for (const auto& out : g_.outputs) plan.outputs.push_back(materialize_output(out));
-    for (auto& b : groups_) plan.groups.push_back(finalize(b));
+    for (auto& b : groups_) plan.groups.push_back(b.group.family == "reduce" ? finalize_rows(b) : finalize_group(b));
     return plan;
   }
 
@@ -115,6 +132,8 @@ class Planner {
       forward(n, value_ref(n.args.at(0)), out.shape, /*is_view=*/true);
     } else if (is_elementwise_op(n.op)) {
       add_elementwise(n, out);
+    } else if (is_reduction_op(n.op)) {
+      add_reduction(n, out);
     } else if (const Family* f = family_anchoring(n.op)) {
       add_anchor(n, out, *f);
     } else {
@@ -128,7 +147,9 @@ class Planner {
       const Fused& f = it->second;
       auto view = is_view ? apply_view(n, Layout::contiguous("", f.shape), shape) : Layout::contiguous("", shape);
       if (view && view->is_contiguous() && view->numel() == numel_of(f.shape)) {
-        fused_[n.name] = Fused{f.group, f.var, shape};
+        Fused view = f;
+        view.shape = shape;
+        fused_[n.name] = view;
         return;
       }
       materialize(in);  // a transpose (or similar) of a fused value: write it, then view memory
@@ -166,9 +187,12 @@ class Planner {
       else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
     }
     // A kernel never reads memory that it writes itself: operands must come from earlier groups.
-    if (target < 0) {  // no fused operand: join the latest group over the same elements
+    if (target >= 0 && is_row_group(target)) {
+      if (target > latest_producer && join_row(target, n, out, operands)) return;
+      target = -1;  // a new group, reading the row group's values from memory
+    } else if (target < 0) {  // no fused operand: join the latest group over the same elements
       for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
-        if (groups_[gi].group.numel() == numel_of(out.shape)) target = gi;
+        if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape)) target = gi;
     }
     const bool join = target >= 0 && target > latest_producer &&
                       numel_of(out.shape) == groups_[target].group.numel();
@@ -210,6 +234,185 @@ class Planner {
     b.group.nodes.push_back(n.name);
     b.group.ops.push_back(n.op);
     b.steps.push_back(std::move(step));
+  }
+
+  // ---- Row groups: a reduction with the chain before it fused into its loads and the chain
+  // after it fused after it, at the reduced shape (Reduced) or again over every input element
+  // (Full, e.g. softmax's division). The domain is the reduced input's shape.
+
+  bool is_row_group(int gi) const { return groups_[gi].group.family == "reduce"; }
+
+  // Whether `shape` is the shape of a row of group gi, with or without the reduced dimensions kept.
+  bool is_row_shape(int gi, const std::vector<int64_t>& shape) const {
+    const RowInfo& r = groups_[gi].row;
+    std::vector<int64_t> kept, keepdim;
+    for (size_t d = 0; d < r.domain.size(); ++d) {
+      keepdim.push_back(r.reduced[d] ? 1 : r.domain[d]);
+      if (!r.reduced[d]) kept.push_back(r.domain[d]);
+    }
+    return shape == kept || shape == keepdim;
+  }
+
+  // Whether a fused value of group gi, broadcast to the domain, holds the right element for
+  // every domain element: a Full value must have the domain's own order, a Reduced one must
+  // vary along the kept dimensions only, in row order.
+  bool fits_domain(int gi, const Fused& f) const {
+    const RowInfo& r = groups_[gi].row;
+    auto l = broadcast_to(Layout::contiguous("", f.shape), r.domain);
+    if (!l) return false;
+    if (f.level == Level::Full) return Layout{"", l->sizes, l->strides, 0}.is_contiguous() && l->numel() == numel_of(f.shape);
+    std::vector<int64_t> kept_sizes, kept_strides;
+    for (size_t d = 0; d < r.domain.size(); ++d) {
+      if (r.reduced[d] && r.domain[d] != 1 && l->strides[d] != 0) return false;
+      if (!r.reduced[d]) { kept_sizes.push_back(l->sizes[d]); kept_strides.push_back(l->strides[d]); }
+    }
+    return Layout{"", kept_sizes, kept_strides, 0}.is_contiguous();
+  }
+
+  // Joins elementwise node n to row group gi when its result is per domain element or per row;
+  // false when it cannot (the caller then starts a new group).
+  bool join_row(int gi, const Node& n, const ValueInfo& out, const std::vector<std::pair<size_t, std::string>>& operands) {
+    bool any_full = false;
+    int phase = 0;
+    for (const auto& [pos, v] : operands) {
+      auto it = fused_.find(v);
+      if (it == fused_.end() || it->second.group != gi) continue;
+      any_full |= it->second.level == Level::Full;
+      phase = std::max(phase, it->second.phase);
+    }
+    const RowInfo& r = groups_[gi].row;
+    Level level;
+    if (!any_full && is_row_shape(gi, out.shape)) level = Level::Reduced;
+    else if (out.shape == r.domain) level = Level::Full;
+    else return false;
+    for (const auto& [pos, v] : operands) {
+      auto it = fused_.find(v);
+      if (it == fused_.end() || it->second.group != gi) continue;
+      const bool fits = level == Level::Full ? fits_domain(gi, it->second) : is_row_shape(gi, it->second.shape);
+      if (!fits) return false;
+    }
+    Step step{&n, level == Level::Full ? next_var() : next_row_var(gi), false, {}, {}};
+    step.level = level;
+    step.phase = phase;
+    for (const auto& [pos, v] : tensor_operands(n))
+      if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
+    for (const auto& [pos, v] : operands) {
+      auto it = fused_.find(v);
+      if (it != fused_.end() && it->second.group == gi) {
+        step.fused_operands[v] = it->second.var;
+        continue;
+      }
+      if (it != fused_.end()) materialize(v);
+      auto aligned = broadcast_to(operand(v, n), out.shape);
+      if (aligned && level == Level::Reduced) aligned = row_to_domain(r, *aligned);
+      if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
+      step.loaded_operands[v] = *aligned;
+    }
+    fused_[n.name] = Fused{gi, step.var, out.shape, level, phase};
+    add_step(gi, n, std::move(step));
+    return true;
+  }
+
+  std::string next_row_var(int gi) { return "red[" + std::to_string(groups_[gi].row.n_reduced++) + "]"; }
+
+  void add_step(int gi, const Node& n, Step step) {
+    groups_[gi].group.nodes.push_back(n.name);
+    groups_[gi].group.ops.push_back(n.op);
+    groups_[gi].steps.push_back(std::move(step));
+  }
+
+  // The row group that reduction n (of fused value v over `reduced`) can join: v's own group when
+  // it is a row group over the same rows, or an elementwise group over v's shape that becomes
+  // one (its chain is then fused into the reduction's loads); -1 for none.
+  int row_group_for(const Fused& f, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
+    Building& b = groups_[f.group];
+    if (is_row_group(f.group))
+      return b.row.domain == shape && b.row.reduced == reduced && f.level == Level::Full && fits_domain(f.group, f) ? f.group : -1;
+    if (b.group.family != "elementwise" || b.group.index_shape != shape || f.shape != shape) return -1;
+    for (const std::string& node : b.group.nodes)
+      if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
+    b.group.family = "reduce";
+    b.row.domain = shape;
+    b.row.reduced = reduced;
+    return f.group;
+  }
+
+  void add_reduction(const Node& n, const ValueInfo& out) {
+    check_result(n, out);
+    if (!is_value_ref(n.args.at(0)) || constants_.count(value_ref(n.args.at(0))))
+      unsupported(n, "the input must be a computed tensor");
+    const std::string v = value_ref(n.args.at(0));
+    const std::vector<int64_t>& shape = g_.value(v).shape;
+    std::string why;
+    const auto red = reduction_of(n, (int64_t)shape.size(), why);
+    if (!red) unsupported(n, why);
+    int gi = -1;
+    Step step{&n, "", false, {}, {}};
+    if (auto it = fused_.find(v); it != fused_.end()) {
+      gi = row_group_for(it->second, shape, red->reduced);
+      if (gi >= 0) step.fused_operands[v] = it->second.var;
+      else materialize(v);
+    }
+    if (gi < 0) {
+      const Layout& l = operand(v, n);
+      const int last = (int)groups_.size() - 1;
+      const bool join_last = last > producer_.at(l.base) && is_row_group(last) &&
+                             groups_[last].row.domain == shape && groups_[last].row.reduced == red->reduced;
+      gi = join_last ? last : new_group("reduce", out.shape);
+      groups_[gi].row.domain = shape;
+      groups_[gi].row.reduced = red->reduced;
+      step.loaded_operands[v] = l;
+    }
+    if (groups_[gi].row.stats.empty()) groups_[gi].group.index_shape = out.shape;
+    RowInfo& row = groups_[gi].row;
+    const auto it = fused_.find(v);
+    RowStat stat;
+    stat.kind = red->kind;
+    stat.pass = it != fused_.end() && it->second.group == gi ? it->second.phase : 0;
+    stat.mean = red->mean;
+    if (stat.kind == StatKind::Sum && !stat.mean) online_exp_sum(gi, v, stat);
+    step.var = next_row_var(gi);
+    step.level = Level::Reduced;
+    step.phase = stat.pass + 1;
+    step.stat = (int)row.stats.size();
+    row.stats.push_back(stat);
+    row.passes = std::max(row.passes, stat.pass + 1);
+    fused_[n.name] = Fused{gi, step.var, out.shape, Level::Reduced, step.phase};
+    add_step(gi, n, std::move(step));
+  }
+
+  // sum(exp(a - s)) where an earlier statistic is amax(a) over the same rows and s is known when
+  // that maximum is (softmax's and logsumexp's s is the maximum itself): the sum is accumulated in
+  // the maximum's pass with the online rescaling, saving a pass over the data.
+  void online_exp_sum(int gi, const std::string& v, RowStat& stat) {
+    const Step* e = fused_step(gi, v);
+    if (!e || !e->node || e->node->op != "aten.exp.default" || !is_value_ref(e->node->args.at(0))) return;
+    const Step* t = fused_step(gi, value_ref(e->node->args.at(0)));
+    if (!t || !t->node || t->node->op != "aten.sub.Tensor" || !node_arg(*t->node, 2, "alpha").is_null()) return;
+    const json& a = t->node->args.at(0);
+    const json& s = t->node->args.at(1);
+    if (!is_value_ref(a) || !is_value_ref(s)) return;
+    const auto shift = fused_.find(value_ref(s));
+    if (shift == fused_.end() || shift->second.group != gi || shift->second.level != Level::Reduced) return;
+    const RowInfo& row = groups_[gi].row;
+    for (const Step& st : groups_[gi].steps) {
+      if (st.stat < 0 || row.stats[st.stat].kind != StatKind::Max || value_ref(st.node->args.at(0)) != value_ref(a)) continue;
+      if (shift->second.phase > row.stats[st.stat].pass + 1) continue;
+      stat.kind = StatKind::ExpSum;
+      stat.pass = row.stats[st.stat].pass;
+      stat.partner = st.stat;
+      stat.shift = shift->second.var;
+      return;
+    }
+  }
+
+  // The step computing fused value v in group gi, if any.
+  const Step* fused_step(int gi, const std::string& v) const {
+    const auto it = fused_.find(v);
+    if (it == fused_.end() || it->second.group != gi) return nullptr;
+    for (const Step& s : groups_[gi].steps)
+      if (s.var == it->second.var) return &s;
+    return nullptr;
   }
 
   // A result stays in a register (bool for comparisons) or is a float32 tensor.
@@ -265,8 +468,6 @@ class Planner {
     return copy_to_memory(l, fake).base;
   }
 
-  Group finalize(Building& b);
-
   const Graph& g_;
   std::vector<Building> groups_;
   std::map<std::string, Fused> fused_;
@@ -275,101 +476,6 @@ class Planner {
   std::map<std::string, std::string> constants_;  // value -> float literal (scalar_tensor)
   int var_count_ = 0;
 };
-
-// addmm's bias when it is one value per output column and alpha = beta = 1: a library can add it
-// inside the product (the epilogue then applies the Op with kBiasInProduct).
-const Layout* per_column_bias(const Node& n, const std::map<std::string, Layout>& loaded) {
-  if (n.op != "aten.addmm.default" && n.op != "aten.baddbmm.default") return nullptr;
-  for (const auto& [i, name] : {std::pair<size_t, const char*>{3, "beta"}, {4, "alpha"}}) {
-    const json& v = node_arg(n, i, name);
-    if (!v.is_null() && !(is_number(v) && number(v) == 1.0)) return nullptr;
-  }
-  const json& bias = node_arg(n, 0, "self");
-  if (!is_value_ref(bias) || !loaded.count(value_ref(bias))) return nullptr;
-  const Layout& l = loaded.at(value_ref(bias));
-  for (size_t d = 0; d + 1 < l.strides.size(); ++d)
-    if (l.strides[d] != 0) return nullptr;
-  return !l.strides.empty() && l.strides.back() == 1 ? &l : nullptr;
-}
-
-Group Planner::finalize(Building& b) {
-  Group& gr = b.group;
-  const bool anchored = gr.family != "elementwise";
-  if (anchored) {
-    gr.slots.push_back(Slot{b.a, Access::Operand});
-    gr.slots.push_back(Slot{b.b, Access::Operand});
-  }
-  auto slot_of = [&](const Layout& l, Access access) {
-    for (size_t i = 0; i < gr.slots.size(); ++i)
-      if (gr.slots[i].access == access && gr.slots[i].layout == l) return (int)i;
-    gr.slots.push_back(Slot{l, access});
-    return (int)gr.slots.size() - 1;
-  };
-  const int64_t numel = gr.numel();
-  gr.full_slot = (int)gr.slots.size();
-  for (const Step& s : b.steps)
-    for (const auto& [v, l] : s.loaded_operands)
-      if (l.is_contiguous() && l.numel() == numel) slot_of(l, Access::Full);
-  gr.n_full = (int)gr.slots.size() - gr.full_slot;
-  for (const Step& s : b.steps)
-    for (const auto& [v, l] : s.loaded_operands)
-      if (!(l.is_contiguous() && l.numel() == numel)) slot_of(l, Access::Strided);
-  gr.out_slot = (int)gr.slots.size();
-  for (const GroupOutput& o : gr.outputs) gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output});
-  if ((int)gr.slots.size() > kMaxSlots)
-    FT_USER_ERROR("group " + gr.id + " (" + gr.nodes.front() + ") needs " + std::to_string(gr.slots.size()) +
-                  " tensors; a kernel takes at most " + std::to_string(kMaxSlots));
-
-  const int anchor_inputs = anchored ? 1 : 0;
-  auto load_expr = [&](const Layout& l) {
-    for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
-      if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
-    const int s = slot_of(l, Access::Strided);
-    return "fusetune::load_strided<" + std::to_string(l.sizes.size()) + ">(a, " + std::to_string(s) + ", idx)";
-  };
-  std::string body;
-  for (const Step& s : b.steps) {
-    std::string expr;
-    if (!s.node) {
-      expr = load_expr(s.loaded_operands.begin()->second);
-    } else {
-      const Node& n = *s.node;
-      ArgExpr arg = [&](size_t i, const char* kw) -> std::string {
-        const json& a = node_arg(n, i, kw);
-        if (is_value_ref(a)) {
-          const std::string v = value_ref(a);
-          if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
-          return load_expr(s.loaded_operands.at(v));
-        }
-        if (is_number(a)) return float_literal(number(a));
-        if (a.is_string()) return a.get<std::string>();
-        return "";
-      };
-      expr = s.anchor ? family_by_name(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
-      if (s.anchor) {
-        if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {
-          gr.bias_slot = slot_of(*bias, Access::Strided);
-          expr = "(kBiasInProduct ? x[0] : " + expr + ")";
-        }
-      }
-    }
-    body += "    const float " + s.var + " = " + expr + ";\n";
-  }
-  for (size_t o = 0; o < gr.outputs.size(); ++o)
-    body += "    y[" + std::to_string(o) + "] = " + gr.outputs[o].var + ";\n";
-  const int n_in = std::max(1, anchor_inputs + gr.n_full);
-  gr.op_struct = "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
-                 "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
-                 "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +
-                 "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +
-                 "  static constexpr int kOut = " + std::to_string(gr.outputs.size()) + ";\n" +
-                 "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" +
-                 "  template <int MATH, bool kBiasInProduct = false>\n" +
-                 "  __device__ __forceinline__ static void apply(const fusetune::KernelArgs& a, long long idx,\n" +
-                 "                                               const float* x, float* y) {\n" +
-                 "    (void)a; (void)idx; (void)x;\n" + body + "  }\n};\n}  // namespace fusetune_gen\n";
-  return gr;
-}
 
 }  // namespace
 

@@ -96,9 +96,9 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(constants.find("constexpr unsigned long long ALGO_DATA[8] = {0x1ull, 0x2ull,"), std::string::npos) << constants;
   EXPECT_NE(constants.find("constexpr unsigned long long ALIGNMENT = 16ull;"), std::string::npos) << constants;
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_kernel<tuned::BM"), std::string::npos);
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g3.cu")).find("fusetune::reduce_kernel<tuned::BLOCK, tuned::ILP, 0, true,"),
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g3.cu")).find("fusetune::reduce_kernel<tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::MATH,"),
             std::string::npos);
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::BLOCK, 2,"),
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::MATH,"),
             std::string::npos);
 }
 

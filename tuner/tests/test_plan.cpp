@@ -141,8 +141,8 @@ TEST(Plan, JsonRoundTrip) {
   EXPECT_EQ(back.to_json(), gr.to_json());
 }
 
-// A reduction is an anchor: the input read through a view of the kept dimensions and one of
-// the reduced ones, the chain on the reduced values fused after it.
+// A reduction over a middle dimension: every tensor is viewed with the kept dimensions first and
+// the reduced ones last; the chain on the reduced values runs once per row.
 TEST(Plan, ReductionOverAMiddleDimensionWithItsEpilogue) {
   Graph g = G().value("x", {4, 6, 5}, "input")
                 .node("m", "aten.mean.dim", std::vector<json>{G::ref("x"), json::array({-2}), true}, {4, 1, 5})
@@ -153,33 +153,112 @@ TEST(Plan, ReductionOverAMiddleDimensionWithItsEpilogue) {
   const Group& gr = p.groups[0];
   EXPECT_EQ(gr.family, "reduce");
   EXPECT_EQ(gr.ops, (std::vector<std::string>{"aten.mean.dim", "aten.sqrt.default"}));
-  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:operand", "x:operand", "s:output"}));
-  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{4, 5}));  // kept, in output order
-  EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{30, 1}));
-  EXPECT_EQ(gr.slots[1].layout.sizes, (std::vector<int64_t>{6}));     // reduced
-  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{5}));
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "s:output"}));
+  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{4, 5, 6}));  // kept, then reduced
+  EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{30, 1, 5}));
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{5, 1, 0}));  // one value per row
   EXPECT_EQ(gr.m, 20);
   EXPECT_EQ(gr.k, 6);
   EXPECT_EQ(Group::from_json(gr.to_json()).k, 6);  // the worker gets the reduced count
-  EXPECT_NE(gr.op_struct.find("const float v1 = sqrtf(v0);"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("red[0] = s[0] / (float)a.k;"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("red[1] = sqrtf(red[0]);"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("p[1][0] = red[1];"), std::string::npos) << gr.op_struct;
 }
 
-TEST(Plan, ReductionOfEverythingAndOfAComputedValue) {
-  // amax over all dimensions (dim = []) of x * x: the product is written, then reduced.
+// The chain before a reduction is fused into its loads: x * x is never written.
+TEST(Plan, ReductionOfEverythingFusesTheChainBeforeIt) {
   Graph g = G().value("x", {3, 7}, "input")
                 .node("sq", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {3, 7})
                 .node("mx", "aten.amax.default", std::vector<json>{G::ref("sq"), json::array()}, {})
                 .build({"mx"});
   const Plan p = plan_graph(g);
-  ASSERT_EQ(p.groups.size(), 2u);
-  EXPECT_EQ(p.groups[0].family, "elementwise");
-  const Group& gr = p.groups[1];
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
   EXPECT_EQ(gr.family, "reduce");
-  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"sq:operand", "sq:operand", "mx:output"}));
-  EXPECT_TRUE(gr.slots[0].layout.sizes.empty());
-  EXPECT_EQ(gr.slots[1].layout.sizes, (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "mx:output"}));
+  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{21}));  // no kept dimension; merged
   EXPECT_EQ(gr.m, 1);
   EXPECT_EQ(gr.k, 21);
+  EXPECT_NE(gr.op_struct.find("const float v0 = (x[0] * x[0]);"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("v[0] = v0;"), std::string::npos) << gr.op_struct;
+}
+
+// softmax as PyTorch decomposes it: one group; the sum of exp(x - max) is folded online in the
+// maximum's pass, and the division runs in the final pass over the row.
+TEST(Plan, SoftmaxIsOneGroupWithAnOnlineSum) {
+  Graph g = G().value("x", {4, 6}, "input")
+                .node("m", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("m")}, {4, 6})
+                .node("e", "aten.exp.default", {G::ref("d")}, {4, 6})
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("e"), json::array({1}), true}, {4, 1})
+                .node("y", "aten.div.Tensor", {G::ref("e"), G::ref("s")}, {4, 6})
+                .build({"y"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "reduce");
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "y:output"}));
+  const std::string& op = gr.op_struct;
+  EXPECT_NE(op.find("kPasses = 1;"), std::string::npos) << op;
+  EXPECT_NE(op.find("stat_kind(int i) { return i == 0 ? 1 : i == 1 ? 3 : -1; }"), std::string::npos) << op;
+  EXPECT_NE(op.find("v[0] = x[0];\n      v[1] = x[0];"), std::string::npos) << op;
+  EXPECT_NE(op.find("red[1] = fusetune::expsum_value<MATH>(s[1], s[0], red[0]);"), std::string::npos) << op;
+  EXPECT_NE(op.find("y[0] = v2;"), std::string::npos) << op;
+}
+
+// logsumexp's decomposition shifts by where(|max| == inf, 0, max): still one pass, one group.
+TEST(Plan, LogsumexpIsOnePass) {
+  Graph g = G().value("x", {4, 6}, "input")
+                .node("m", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+                .node("a", "aten.abs.default", {G::ref("m")}, {4, 1})
+                .node("c", "aten.eq.Scalar", std::vector<json>{G::ref("a"), json{{"float", "inf"}}}, {4, 1})
+                .node("z", "aten.scalar_tensor.default", std::vector<json>{0.0}, {}, json{{"dtype", {{"dtype", "float32"}}}})
+                .node("w", "aten.where.self", {G::ref("c"), G::ref("z"), G::ref("m")}, {4, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("w")}, {4, 6})
+                .node("e", "aten.exp.default", {G::ref("d")}, {4, 6})
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("e"), json::array({1}), true}, {4, 1})
+                .node("l", "aten.log.default", {G::ref("s")}, {4, 1})
+                .node("r", "aten.add.Tensor", {G::ref("l"), G::ref("w")}, {4, 1})
+                .build({"r"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& op = p.groups[0].op_struct;
+  EXPECT_NE(op.find("kPasses = 1;"), std::string::npos) << op;
+  EXPECT_NE(op.find("kFullOut = 0;"), std::string::npos) << op;
+  EXPECT_NE(op.find("fusetune::expsum_value<MATH>(s[1], s[0], red[3])"), std::string::npos) << op;
+}
+
+// RMS norm over channels: the statistic and the scaling of every element in one group over a
+// middle dimension; the sum of a value that is not exp(x - max) takes its own pass.
+TEST(Plan, NormOverChannelsAndASecondPass) {
+  Graph g = G().value("x", {2, 3, 5}, "input")
+                .node("q", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {2, 3, 5})
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({1}), true}, {2, 1, 5})
+                .node("r", "aten.rsqrt.default", {G::ref("m")}, {2, 1, 5})
+                .node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("r")}, {2, 3, 5})
+                .node("t", "aten.sum.dim_IntList", std::vector<json>{G::ref("y"), json::array({1}), true}, {2, 1, 5})
+                .build({"y", "t"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "y:output", "t:output"}));
+  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{2, 5, 3}));
+  EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{15, 1, 5}));
+  EXPECT_NE(gr.op_struct.find("kPasses = 2;"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("full_out_slot(int i) { return i == 0 ? 1 : -1; }"), std::string::npos) << gr.op_struct;
+}
+
+// A per-row value broadcast against the rows the wrong way (here along the last dimension) is
+// not a row value: the consumer reads it from memory instead.
+TEST(Plan, ReducedValueBroadcastAlongTheReducedDimensionIsNotFused) {
+  Graph g = G().value("x", {6, 6}, "input")
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {6})
+                .node("y", "aten.sub.Tensor", {G::ref("x"), G::ref("s")}, {6, 6})
+                .build({"y"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:strided", "s:output"}));
 }
 
 // scalar_tensor (as logsumexp's decomposition makes for its where()) is inlined as a literal.
@@ -192,10 +271,10 @@ TEST(Plan, ConstantTensorsAreInlined) {
                 .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("w")}, {4, 6})
                 .build({"d"});
   const Plan p = plan_graph(g);
-  ASSERT_EQ(p.groups.size(), 2u);
-  EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"aten.amax.default", "aten.eq.Scalar", "aten.where.self"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"aten.amax.default", "aten.eq.Scalar", "aten.where.self",
+                                                       "aten.sub.Tensor"}));
   EXPECT_NE(p.groups[0].op_struct.find("0.25f"), std::string::npos) << p.groups[0].op_struct;
-  EXPECT_EQ(p.groups[1].ops, (std::vector<std::string>{"aten.sub.Tensor"}));
 
   Graph returned = G().node("z", "aten.scalar_tensor.default", std::vector<json>{1.0}, {}).build({"z"});
   EXPECT_THROW(plan_graph(returned), UserError);

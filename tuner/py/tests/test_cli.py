@@ -99,13 +99,13 @@ EXPECTED_PLANS = {
     "matvec": [("gemm", 1)],
     "bmm_scale": [("gemm", 3)],
     "mlp3": [("gemm", 2), ("gemm", 2), ("gemm", 1)],
-    # Reductions (issue 5, first version: the chain before a reduction is written first).
+    # Reductions: one row group each, the chains before and after the reduction fused.
     "sum_middle_dim": [("reduce", 1)],
-    "rmsnorm_channels": [("elementwise", 1), ("reduce", 3), ("elementwise", 1)],
-    "logsumexp_rows": [("reduce", 4), ("elementwise", 2), ("reduce", 3)],
-    # softmax written out at capture (amax, sub, exp, sum, div) until a fused kernel lowers it.
-    "softmax_rows": [("reduce", 1), ("elementwise", 2), ("reduce", 1), ("elementwise", 1)],
-    "linear_softmax": [("gemm", 1), ("reduce", 1), ("elementwise", 2), ("reduce", 1), ("elementwise", 1)],
+    "rmsnorm_channels": [("reduce", 5)],
+    "logsumexp_rows": [("reduce", 9)],
+    # softmax written out at capture (amax, sub, exp, sum, div), folded back into one group.
+    "softmax_rows": [("reduce", 5)],
+    "linear_softmax": [("gemm", 1), ("reduce", 5)],
 }
 
 
@@ -148,7 +148,10 @@ GPU_FAMILY_MODELS = sorted(glob.glob(os.path.join(REPO, "tests", "gpu", "models"
 
 GPU_FAMILY_PLANS = {
     "reduce_middle.py": ["reduce"],
-    "reduce_last_epilogue.py": ["elementwise", "reduce"],
+    "reduce_last_epilogue.py": ["reduce"],
+    "rows_softmax_odd.py": ["reduce"],
+    "rows_logsumexp_infinite.py": ["reduce"],
+    "rows_norm_middle.py": ["reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
 }
 

@@ -3,9 +3,9 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """Linear + GELU + scale + residual, Linear + ReLU, a bare matrix product, then a row sum and
-    a row max: three GEMM groups (fused epilogue, fused epilogue, none) and two reductions, at
-    sizes that are not tile multiples."""
+    """Linear + GELU + scale + residual, Linear + ReLU, a bare matrix product, then a softmax over
+    rows and a sum over columns: three GEMM groups (fused epilogue, fused epilogue, none) and two
+    row groups, at sizes that are not tile multiples."""
 
     def __init__(self, in_features, out_features, scale):
         super().__init__()
@@ -16,7 +16,7 @@ class Model(nn.Module):
     def forward(self, x, r, w):
         y = torch.nn.functional.gelu(self.fc(x)) * self.scale + r
         z = torch.relu(self.fc2(y)) @ w
-        return z.sum(dim=1) + z.amax(dim=1)
+        return torch.softmax(z, dim=1).sum(dim=0)
 
 
 def get_inputs():

@@ -1,0 +1,68 @@
+// What the planner builds for one group while it walks the graph (plan.cpp), and the two code
+// generators that turn it into a Group with its Op struct: plan_finalize.cpp for elementwise and
+// matrix-product groups, plan_rows.cpp for row groups (reductions with the chains around them).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "layout.h"
+#include "plan.h"
+
+namespace fusetune {
+
+// In a row group, whether a value has one element per element of the reduced input (Full) or
+// one per output row (Reduced).
+enum class Level { Full, Reduced };
+
+// How a row group's reduction statistic accumulates (the numbering of templates/reduce.cuh).
+enum class StatKind { Sum = 0, Max = 1, Min = 2, ExpSum = 3 };
+
+// One op of a group's chain and how each tensor operand is reached.
+struct Step {
+  const Node* node;  // null for a copy: the variable is the one loaded operand
+  std::string var;
+  bool anchor = false;
+  std::map<std::string, std::string> fused_operands;  // value -> var
+  std::map<std::string, Layout> loaded_operands;      // value -> layout aligned to the node's shape
+  // Row groups only. Loaded layouts are aligned to the group's domain (the reduced input's shape).
+  Level level = Level::Full;
+  int phase = 0;  // reduction passes that must finish before this value is known
+  int stat = -1;  // for a reduction: its statistic
+};
+
+// A reduction of a row group, accumulated during pass `pass` over the row's elements from its
+// node's input (for an ExpSum, from its partner's input).
+struct RowStat {
+  StatKind kind = StatKind::Sum;
+  int pass = 0;
+  int partner = -1;   // ExpSum: the Max statistic m of the same input a
+  std::string shift;  // ExpSum: the Reduced variable s of sum(exp(a - s))
+  bool mean = false;  // divide by the reduced count
+};
+
+struct RowInfo {
+  std::vector<int64_t> domain;  // shape of the reduced input
+  std::vector<bool> reduced;    // which domain dimensions are reduced
+  std::vector<RowStat> stats;
+  int passes = 0;      // passes over the row that accumulate statistics
+  int n_reduced = 0;   // Reduced variables red[0..n_reduced)
+};
+
+struct Building {
+  Group group;
+  std::vector<Step> steps;
+  Layout a, b;  // gemm operands
+  RowInfo row;  // family "reduce" only
+};
+
+// A layout over a row shape (the reduced shape, with or without the reduced dimensions kept) as a
+// view over the domain, with stride 0 along the reduced dimensions; empty if they do not line up.
+std::optional<Layout> row_to_domain(const RowInfo& row, Layout l);
+
+Group finalize_group(Building& b);
+Group finalize_rows(Building& b);
+
+}  // namespace fusetune

@@ -1,0 +1,113 @@
+// Code generation for elementwise and matrix-product groups: the tensor slots each template
+// reads and writes, and the generated Op struct that computes the group's chain per element.
+#include <algorithm>
+
+#include "error.h"
+#include "families.h"
+#include "fusetune_args.h"
+#include "ops.h"
+#include "plan_build.h"
+
+namespace fusetune {
+
+namespace {
+
+// addmm's bias when it is one value per output column and alpha = beta = 1: a library can add it
+// inside the product (the epilogue then applies the Op with kBiasInProduct).
+const Layout* per_column_bias(const Node& n, const std::map<std::string, Layout>& loaded) {
+  if (n.op != "aten.addmm.default" && n.op != "aten.baddbmm.default") return nullptr;
+  for (const auto& [i, name] : {std::pair<size_t, const char*>{3, "beta"}, {4, "alpha"}}) {
+    const json& v = node_arg(n, i, name);
+    if (!v.is_null() && !(is_number(v) && number(v) == 1.0)) return nullptr;
+  }
+  const json& bias = node_arg(n, 0, "self");
+  if (!is_value_ref(bias) || !loaded.count(value_ref(bias))) return nullptr;
+  const Layout& l = loaded.at(value_ref(bias));
+  for (size_t d = 0; d + 1 < l.strides.size(); ++d)
+    if (l.strides[d] != 0) return nullptr;
+  return !l.strides.empty() && l.strides.back() == 1 ? &l : nullptr;
+}
+
+}  // namespace
+
+Group finalize_group(Building& b) {
+  Group& gr = b.group;
+  const bool anchored = gr.family != "elementwise";
+  if (anchored) {
+    gr.slots.push_back(Slot{b.a, Access::Operand});
+    gr.slots.push_back(Slot{b.b, Access::Operand});
+  }
+  auto slot_of = [&](const Layout& l, Access access) {
+    for (size_t i = 0; i < gr.slots.size(); ++i)
+      if (gr.slots[i].access == access && gr.slots[i].layout == l) return (int)i;
+    gr.slots.push_back(Slot{l, access});
+    return (int)gr.slots.size() - 1;
+  };
+  const int64_t numel = gr.numel();
+  gr.full_slot = (int)gr.slots.size();
+  for (const Step& s : b.steps)
+    for (const auto& [v, l] : s.loaded_operands)
+      if (l.is_contiguous() && l.numel() == numel) slot_of(l, Access::Full);
+  gr.n_full = (int)gr.slots.size() - gr.full_slot;
+  for (const Step& s : b.steps)
+    for (const auto& [v, l] : s.loaded_operands)
+      if (!(l.is_contiguous() && l.numel() == numel)) slot_of(l, Access::Strided);
+  gr.out_slot = (int)gr.slots.size();
+  for (const GroupOutput& o : gr.outputs) gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output});
+  if ((int)gr.slots.size() > kMaxSlots)
+    FT_USER_ERROR("group " + gr.id + " (" + gr.nodes.front() + ") needs " + std::to_string(gr.slots.size()) +
+                  " tensors; a kernel takes at most " + std::to_string(kMaxSlots));
+
+  const int anchor_inputs = anchored ? 1 : 0;
+  auto load_expr = [&](const Layout& l) {
+    for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
+      if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
+    const int s = slot_of(l, Access::Strided);
+    return "fusetune::load_strided<" + std::to_string(l.sizes.size()) + ">(a, " + std::to_string(s) + ", idx)";
+  };
+  std::string body;
+  for (const Step& s : b.steps) {
+    std::string expr;
+    if (!s.node) {
+      expr = load_expr(s.loaded_operands.begin()->second);
+    } else {
+      const Node& n = *s.node;
+      ArgExpr arg = [&](size_t i, const char* kw) -> std::string {
+        const json& a = node_arg(n, i, kw);
+        if (is_value_ref(a)) {
+          const std::string v = value_ref(a);
+          if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
+          return load_expr(s.loaded_operands.at(v));
+        }
+        if (is_number(a)) return float_literal(number(a));
+        if (a.is_string()) return a.get<std::string>();
+        return "";
+      };
+      expr = s.anchor ? family_by_name(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
+      if (s.anchor) {
+        if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {
+          gr.bias_slot = slot_of(*bias, Access::Strided);
+          expr = "(kBiasInProduct ? x[0] : " + expr + ")";
+        }
+      }
+    }
+    body += "    const float " + s.var + " = " + expr + ";\n";
+  }
+  for (size_t o = 0; o < gr.outputs.size(); ++o)
+    body += "    y[" + std::to_string(o) + "] = " + gr.outputs[o].var + ";\n";
+  const int n_in = std::max(1, anchor_inputs + gr.n_full);
+  gr.op_struct = "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
+                 "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
+                 "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +
+                 "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +
+                 "  static constexpr int kOut = " + std::to_string(gr.outputs.size()) + ";\n" +
+                 "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" +
+                 "  template <int MATH, bool kBiasInProduct = false>\n" +
+                 "  __device__ __forceinline__ static void apply(const fusetune::KernelArgs& a, long long idx,\n" +
+                 "                                               const float* x, float* y) {\n" +
+                 "    (void)a; (void)idx; (void)x;\n" + body + "  }\n};\n}  // namespace fusetune_gen\n";
+  return gr;
+}
+
+
+}  // namespace fusetune

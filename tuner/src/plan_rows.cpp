@@ -1,0 +1,240 @@
+// Code generation for row groups (templates/reduce.cuh): every tensor the group touches becomes a
+// view over the domain with the kept dimensions first and the reduced ones last, merged where all
+// views allow, and the group's chain becomes an Op with one function per pass over a row.
+#include <algorithm>
+
+#include "error.h"
+#include "fusetune_args.h"
+#include "ops.h"
+#include "plan_build.h"
+
+namespace fusetune {
+
+std::optional<Layout> row_to_domain(const RowInfo& row, Layout l) {
+  const size_t n_reduced = std::count(row.reduced.begin(), row.reduced.end(), true);
+  if (l.sizes.size() + n_reduced == row.domain.size()) {
+    for (size_t d = 0; d < row.domain.size(); ++d)
+      if (row.reduced[d]) {
+        l.sizes.insert(l.sizes.begin() + d, 1);
+        l.strides.insert(l.strides.begin() + d, 0);
+      }
+  }
+  if (l.sizes.size() != row.domain.size()) return std::nullopt;
+  return broadcast_to(l, row.domain);
+}
+
+namespace {
+
+// Reorders every slot's dimensions to kept-then-reduced, drops size-1 dimensions and merges
+// neighbours that every slot can walk as one; returns how many dimensions are kept.
+int rows_view(const RowInfo& row, std::vector<Slot>& slots) {
+  std::vector<int> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t d = 0; d < row.domain.size(); ++d)
+      if (row.reduced[d] == (pass == 1)) order.push_back((int)d);
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(slots.size());
+  int kept = 0;
+  for (int d : order) {
+    const bool reduced = row.reduced[d];
+    if (row.domain[d] == 1) continue;
+    const bool same_part = !sizes.empty() && (reduced == ((int)sizes.size() > kept));
+    bool merge = same_part;
+    for (size_t s = 0; s < slots.size() && merge; ++s)
+      merge = strides[s].back() == slots[s].layout.strides[d] * row.domain[d];
+    if (merge) {
+      sizes.back() *= row.domain[d];
+      for (size_t s = 0; s < slots.size(); ++s) strides[s].back() = slots[s].layout.strides[d];
+      continue;
+    }
+    sizes.push_back(row.domain[d]);
+    for (size_t s = 0; s < slots.size(); ++s) strides[s].push_back(slots[s].layout.strides[d]);
+    if (!reduced) kept = (int)sizes.size();
+  }
+  if ((int)sizes.size() == kept) {  // every reduced dimension has size 1
+    sizes.push_back(1);
+    for (auto& st : strides) st.push_back(0);
+  }
+  for (size_t s = 0; s < slots.size(); ++s) {
+    slots[s].layout.sizes = sizes;
+    slots[s].layout.strides = strides[s];
+  }
+  return kept;
+}
+
+// `constexpr int f(int i)` over a small table: i == 0 ? t[0] : i == 1 ? t[1] : ... : -1.
+std::string table_fn(const std::string& name, const std::vector<int>& t) {
+  std::string body;
+  for (size_t i = 0; i < t.size(); ++i) body += "i == " + std::to_string(i) + " ? " + std::to_string(t[i]) + " : ";
+  return "  __host__ __device__ static constexpr int " + name + "(int i) { return " + body + "-1; }\n";
+}
+
+class RowCodegen {
+ public:
+  explicit RowCodegen(Building& b) : b_(b), gr_(b.group), row_(b.row) {}
+
+  Group run() {
+    make_slots();
+    const int kept = rows_view(row_, gr_.slots);
+    if ((int)gr_.slots.size() > kMaxSlots)
+      FT_USER_ERROR("group " + gr_.id + " (" + gr_.nodes.front() + ") needs " + std::to_string(gr_.slots.size()) +
+                    " tensors; a kernel takes at most " + std::to_string(kMaxSlots));
+    int64_t rows = 1, k = 1;
+    for (size_t d = 0; d < row_.domain.size(); ++d) (row_.reduced[d] ? k : rows) *= row_.domain[d];
+    gr_.m = rows;
+    gr_.k = k;
+    gr_.op_struct = op_struct(kept, (int)gr_.slots.front().layout.sizes.size());
+    return gr_;
+  }
+
+ private:
+  bool reduced_var(const std::string& var) const { return var.rfind("red[", 0) == 0; }
+
+  // The input slot of a loaded operand (its view over the domain, before rows_view reorders it).
+  int input_slot(const Layout& l) {
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      if (inputs_[i] == l) return (int)i;
+    inputs_.push_back(l);
+    return (int)inputs_.size() - 1;
+  }
+
+  // Inputs (views over the domain) first, then the outputs: Full ones over the domain, Reduced
+  // ones over the rows (stride 0 along the reduced dimensions).
+  void make_slots() {
+    for (const Step& s : b_.steps)
+      for (const auto& [v, l] : s.loaded_operands) input_slot(l);
+    for (const Layout& l : inputs_) gr_.slots.push_back(Slot{l, Access::Strided});
+    gr_.full_slot = 0;
+    gr_.n_full = 0;
+    gr_.out_slot = (int)gr_.slots.size();
+    for (size_t o = 0; o < gr_.outputs.size(); ++o) {
+      const GroupOutput& out = gr_.outputs[o];
+      Layout l = Layout::contiguous(out.value, out.shape);
+      if (reduced_var(out.var)) {
+        auto view = row_to_domain(row_, l);
+        if (!view) FT_USER_ERROR("group " + gr_.id + ": output " + out.value + " is not a row of the reduction");
+        l = *view;
+      }
+      gr_.slots.push_back(Slot{l, Access::Output});
+      (reduced_var(out.var) ? reduced_outs_ : full_outs_).push_back((int)o);
+    }
+  }
+
+  // Expression of operand `a` of step s: a fused variable, a constant, or a load ("x[i]" per
+  // element in the passes, "p[i][0]" per row after them).
+  std::string arg_expr(const Step& s, const json& a, bool per_row) {
+    if (is_value_ref(a)) {
+      const std::string v = value_ref(a);
+      if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
+      const int slot = input_slot(s.loaded_operands.at(v));
+      return per_row ? "p[" + std::to_string(slot) + "][0]" : "x[" + std::to_string(slot) + "]";
+    }
+    if (is_number(a)) return float_literal(number(a));
+    if (a.is_string()) return a.get<std::string>();
+    return "";
+  }
+
+  std::string step_code(const Step& s) {
+    const bool per_row = s.level == Level::Reduced;
+    const ArgExpr arg = [&](size_t i, const char* kw) { return arg_expr(s, node_arg(*s.node, i, kw), per_row); };
+    const std::string expr = elementwise_expr(*s.node, arg);
+    return per_row ? "      " + s.var + " = " + expr + ";\n" : "      const float " + s.var + " = " + expr + ";\n";
+  }
+
+  // What statistic i folds per element: its node's input (an ExpSum: its partner's).
+  std::string stat_input(int i) {
+    const int source = row_.stats[i].kind == StatKind::ExpSum ? row_.stats[i].partner : i;
+    for (const Step& s : b_.steps)
+      if (s.stat == source) return arg_expr(s, s.node->args.at(0), false);
+    FT_THROW("statistic without a reduction step");
+  }
+
+  std::string stat_result(const Step& s) {
+    const RowStat& st = row_.stats[s.stat];
+    const std::string acc = "s[" + std::to_string(s.stat) + "]";
+    if (st.kind == StatKind::ExpSum)
+      return "fusetune::expsum_value<MATH>(" + acc + ", s[" + std::to_string(st.partner) + "], " + st.shift + ")";
+    return st.mean ? acc + " / (float)a.k" : acc;
+  }
+
+  std::string values_fn() {
+    std::string body;
+    for (int p = 0; p < row_.passes; ++p) {
+      body += std::string(p ? " else " : "    ") + "if constexpr (P == " + std::to_string(p) + ") {\n";
+      for (const Step& s : b_.steps)
+        if (s.stat < 0 && s.level == Level::Full && s.phase <= p) body += step_code(s);
+      for (size_t i = 0; i < row_.stats.size(); ++i)
+        if (row_.stats[i].pass == p) body += "      v[" + std::to_string(i) + "] = " + stat_input((int)i) + ";\n";
+      body += "    }";
+    }
+    return "  template <int P, int MATH>\n"
+           "  __device__ __forceinline__ static void values(const float* x, const float* red, float* v) {\n"
+           "    (void)x; (void)red; (void)v;\n" + body + "\n  }\n";
+  }
+
+  std::string after_fn() {
+    std::string body;
+    for (int p = 0; p < row_.passes; ++p) {
+      body += std::string(p ? " else " : "    ") + "if constexpr (P == " + std::to_string(p) + ") {\n";
+      for (const Step& s : b_.steps) {
+        if (s.level != Level::Reduced) continue;
+        if (s.stat >= 0 && row_.stats[s.stat].pass == p) body += "      " + s.var + " = " + stat_result(s) + ";\n";
+        else if (s.stat < 0 && std::max(s.phase, 1) - 1 == p) body += step_code(s);
+      }
+      body += "    }";
+    }
+    return "  template <int P, int MATH>\n"
+           "  __device__ __forceinline__ static void after(const fusetune::KernelArgs& a, float* const* p, const float* s,\n"
+           "                                               float* red) {\n"
+           "    (void)a; (void)p; (void)s; (void)red;\n" + body + "\n  }\n";
+  }
+
+  std::string out_fn() {
+    std::string body;
+    for (const Step& s : b_.steps)
+      if (s.stat < 0 && s.level == Level::Full) body += step_code(s);
+    for (size_t j = 0; j < full_outs_.size(); ++j)
+      body += "      y[" + std::to_string(j) + "] = " + gr_.outputs[full_outs_[j]].var + ";\n";
+    return "  template <int MATH>\n"
+           "  __device__ __forceinline__ static void out(const float* x, const float* red, float* y) {\n"
+           "    (void)x; (void)red; (void)y;\n    {\n" + body + "    }\n  }\n";
+  }
+
+  std::string store_reduced_fn() {
+    std::string body;
+    for (int o : reduced_outs_)
+      body += "    p[" + std::to_string(gr_.out_slot + o) + "][0] = " + gr_.outputs[o].var + ";\n";
+    return "  __device__ __forceinline__ static void store_reduced(float* const* p, const float* red) {\n"
+           "    (void)p; (void)red;\n" + body + "  }\n";
+  }
+
+  std::string op_struct(int kept, int rank) {
+    std::vector<int> kinds, passes, partners, full_slots;
+    for (const RowStat& s : row_.stats) {
+      kinds.push_back((int)s.kind);
+      passes.push_back(s.pass);
+      partners.push_back(s.partner);
+    }
+    for (int o : full_outs_) full_slots.push_back(gr_.out_slot + o);
+    const std::string values = values_fn(), after = after_fn(), out = out_fn(), store = store_reduced_fn();
+    auto c = [](const char* name, int64_t v) { return "  static constexpr int " + std::string(name) + " = " + std::to_string(v) + ";\n"; };
+    return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" + c("kKeptRank", kept) + c("kRank", rank) +
+           c("kIn", gr_.out_slot) + c("kSlots", (int64_t)gr_.slots.size()) + c("kStats", (int64_t)row_.stats.size()) +
+           c("kPasses", row_.passes) + c("kReduced", std::max(1, row_.n_reduced)) +
+           c("kFullOut", (int64_t)full_outs_.size()) + table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) +
+           table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) + values + after + out + store +
+           "};\n}  // namespace fusetune_gen\n";
+  }
+
+  Building& b_;
+  Group& gr_;
+  const RowInfo& row_;
+  std::vector<Layout> inputs_;                 // input slots as views over the domain
+  std::vector<int> full_outs_, reduced_outs_;  // indices into gr_.outputs
+};
+
+}  // namespace
+
+Group finalize_rows(Building& b) { return RowCodegen(b).run(); }
+
+}  // namespace fusetune
