@@ -11,7 +11,8 @@
 // reduce_kernel: BLOCK threads per row, ILP loads in flight, VEC floats per load (used when the
 // row is one stride-1 run, aligned, in every tensor); reduce_thread_kernel: ROWS neighbouring
 // rows per block (coalesced across rows when the reduced dimensions are outer ones), SPLIT
-// threads sharing each row. MATH: see fused_math.cuh.
+// threads sharing each row, the first CACHE elements of each thread kept in registers so that
+// short rows are read from memory once whatever the number of passes. MATH: see fused_math.cuh.
 #pragma once
 #include "elementwise.cuh"
 #include "fused_math.cuh"
@@ -295,15 +296,29 @@ __device__ __forceinline__ void split_merge(float* acc, float (*partial)[SPLIT][
   __syncthreads();  // partial is reused by the next pass
 }
 
-template <class Op, int P, int MATH, int ROWS, int SPLIT>
-__device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, bool valid,
+// This thread's elements of a row are e = threadIdx.y + j * SPLIT; the first CACHE of them are
+// loaded once, in pass 0, and kept in registers for the later passes and the output pass.
+template <class Op, int P, int MATH, int ROWS, int SPLIT, int CACHE>
+__device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, bool valid, float (&cache)[CACHE > 0 ? CACHE : 1][1][Op::kIn],
                                              float (*partial)[SPLIT][ROWS]) {
   if constexpr (P < Op::kPasses) {
     float acc[Op::kStats > 0 ? Op::kStats : 1];
     init_stats<Op>(acc);
     if (valid) {
+      if (P == 0) {
+#pragma unroll
+        for (int j = 0; j < CACHE; ++j)
+          if (threadIdx.y + (long long)j * SPLIT < a.k) row.template load<1>(a, threadIdx.y + (long long)j * SPLIT, cache[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < CACHE; ++j) {
+        if (threadIdx.y + (long long)j * SPLIT >= a.k) continue;
+        float v[Op::kStats];
+        Op::template values<P, MATH>(cache[j][0], row.red, v);
+        fold<Op, P, MATH>(acc, v);
+      }
 #pragma unroll 4
-      for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
+      for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
         float x[1][Op::kIn];
         row.template load<1>(a, e, x);
         float v[Op::kStats];
@@ -313,11 +328,11 @@ __device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, 
     }
     split_merge<Op, P, MATH, ROWS, SPLIT>(acc, partial);
     Op::template after<P, MATH>(a, row.p, acc, row.red);
-    split_passes<Op, P + 1, MATH, ROWS, SPLIT>(a, row, valid, partial);
+    split_passes<Op, P + 1, MATH, ROWS, SPLIT, CACHE>(a, row, valid, cache, partial);
   }
 }
 
-template <int ROWS, int SPLIT, int MATH, class Op>
+template <int ROWS, int SPLIT, int CACHE, int MATH, class Op>
 __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const KernelArgs a) {
   static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
   __shared__ float partial[Op::kStats > 0 ? Op::kStats : 1][SPLIT][ROWS];
@@ -325,12 +340,16 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
     const long long o = base + threadIdx.x;
     const bool valid = o < a.numel;
     Row<Op> row(a, valid ? o : 0);
-    split_passes<Op, 0, MATH, ROWS, SPLIT>(a, row, valid, partial);
+    float cache[CACHE > 0 ? CACHE : 1][1][Op::kIn];
+    split_passes<Op, 0, MATH, ROWS, SPLIT, CACHE>(a, row, valid, cache, partial);
     if (!valid) continue;  // no barrier follows in this iteration
     if (threadIdx.y == 0) Op::store_reduced(row.p, row.red);
     if (Op::kFullOut > 0) {
+#pragma unroll
+      for (int j = 0; j < CACHE; ++j)
+        if (threadIdx.y + (long long)j * SPLIT < a.k) row.template store<1, MATH>(a, threadIdx.y + (long long)j * SPLIT, cache[j]);
 #pragma unroll 4
-      for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
+      for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
         float x[1][Op::kIn];
         row.template load<1>(a, e, x);
         row.template store<1, MATH>(a, e, x);

@@ -175,7 +175,11 @@ void Worker::setup() {
   dev_ = query_device(0);
   for (const Slot& s : group_.slots) {
     if (s.access == Access::Output) {
-      const int64_t n = Layout::contiguous("", s.layout.sizes).numel();
+      // The value's own size: a slot may view it with repeats (a row group's per-row output).
+      int64_t n = -1;
+      for (const GroupOutput& o : group_.outputs)
+        if (o.value == s.layout.base) n = Layout::contiguous("", o.shape).numel();
+      FT_CHECK(n >= 0, "output slot " + s.layout.base + " is not an output of " + group_.id);
       outputs_.push_back(std::make_unique<DeviceBuffer>(n * sizeof(float)));
       refs_.push_back(upload(s.layout.base));
       if (refs_.back()->bytes != n * sizeof(float)) FT_THROW("reference of " + s.layout.base + " has the wrong size");

@@ -98,7 +98,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_kernel<tuned::BM"), std::string::npos);
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g3.cu")).find("fusetune::reduce_kernel<tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::MATH,"),
             std::string::npos);
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::MATH,"),
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::CACHE, tuned::MATH,"),
             std::string::npos);
 }
 

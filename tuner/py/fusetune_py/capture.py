@@ -139,12 +139,43 @@ def describe_outputs(ep):
     return outputs, mutations
 
 
+def _layer_norm(x, normalized_shape, weight, bias, eps):
+    """native_layer_norm as mean, centred square mean, rsqrt: one row group (three passes)."""
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    mean = x.mean(dims, keepdim=True)
+    centred = x - mean
+    rstd = torch.rsqrt((centred * centred).mean(dims, keepdim=True) + eps)
+    out = centred * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def _group_norm(x, weight, bias, n, c, hw, group, eps):
+    """native_group_norm the same way over x viewed as (n, group, c / group, hw), the affine
+    parameters viewed to match, so that the whole norm stays one row group."""
+    grouped = x.view(n, group, c // group, hw)
+    mean = grouped.mean([2, 3], keepdim=True)
+    centred = grouped - mean
+    rstd = torch.rsqrt((centred * centred).mean([2, 3], keepdim=True) + eps)
+    out = centred * rstd
+    if weight is not None:
+        out = out * weight.view(1, group, c // group, 1)
+    if bias is not None:
+        out = out + bias.view(1, group, c // group, 1)
+    return out.view(x.shape), mean.view(n, group), rstd.view(n, group)
+
+
 def decompositions():
-    """Core ATen, plus softmax and log_softmax written out (amax, sub, exp, sum, div/log), which
-    the reduce family runs until a fused softmax kernel lowers them whole."""
+    """Core ATen, plus softmax, log_softmax, layer norm and group norm written out in
+    reductions and elementwise ops, which the planner fuses back into one row group each."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax]))
+    table[torch.ops.aten.native_layer_norm.default] = _layer_norm
+    table[torch.ops.aten.native_group_norm.default] = _group_norm
     return table
 
 

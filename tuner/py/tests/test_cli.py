@@ -106,6 +106,9 @@ EXPECTED_PLANS = {
     # softmax written out at capture (amax, sub, exp, sum, div), folded back into one group.
     "softmax_rows": [("reduce", 5)],
     "linear_softmax": [("gemm", 1), ("reduce", 5)],
+    # LayerNorm and GroupNorm written out at capture (mean, centred square mean, rsqrt, affine).
+    "linear_layernorm_silu": [("gemm", 1), ("reduce", 11)],
+    "groupnorm": [("reduce", 9)],
 }
 
 
@@ -152,6 +155,7 @@ GPU_FAMILY_PLANS = {
     "rows_softmax_odd.py": ["reduce"],
     "rows_logsumexp_infinite.py": ["reduce"],
     "rows_norm_middle.py": ["reduce"],
+    "rows_norms.py": ["reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
 }
 

@@ -1,8 +1,8 @@
 // The reduce family: row groups (a reduction over any dimensions with the chain before it fused
 // into its loads and the chains after it fused, per row and per element; templates/reduce.cuh).
 // Two kernels compete: a block per row (long contiguous rows) and a block of neighbouring rows
-// with a few threads each (rows along outer or middle dimensions, where neighbouring rows are
-// neighbours in memory).
+// with a few threads each, which can keep short rows in registers between passes (rows along
+// outer or middle dimensions, where neighbouring rows are neighbours in memory).
 #include "families.h"
 #include "reduce_launch.h"
 
@@ -44,7 +44,8 @@ class ReduceThread : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_thread"; }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("MATH") + ", " + g.op_type() + ">";
+    return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("MATH") + ", " +
+           g.op_type() + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return reduce_thread_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), g.numel());
