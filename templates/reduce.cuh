@@ -17,6 +17,7 @@
 #include "elementwise.cuh"
 #include "fused_math.cuh"
 #include "fusetune_args.h"
+#include "reduce_limits.h"
 
 namespace fusetune {
 
@@ -203,23 +204,24 @@ __device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
   }
 }
 
-// This thread's share of pass P over the row, V elements per load.
+// This thread's share of pass P over elements [begin, end) of a row, V per load (begin a
+// multiple of V).
 template <class Op, int P, int MATH, int BLOCK, int ILP, int V>
-__device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& row, float* acc) {
-  const long long n = a.k;
-  for (long long e0 = (long long)threadIdx.x * V; e0 < n; e0 += (long long)BLOCK * V * ILP) {
+__device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& row, long long begin, long long end,
+                                           float* acc) {
+  for (long long e0 = begin + (long long)threadIdx.x * V; e0 < end; e0 += (long long)BLOCK * V * ILP) {
     float x[ILP][V][Op::kIn];
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;
-      if (e < n) row.template load<V>(a, e, x[u]);
+      if (e < end) row.template load<V>(a, e, x[u]);
     }
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        if (e + j >= n) continue;
+        if (e + j >= end) continue;
         float v[Op::kStats];
         Op::template values<P, MATH>(x[u][j], row.red, v);
         fold<Op, P, MATH>(acc, v);
@@ -251,8 +253,8 @@ __device__ __forceinline__ void block_passes(const KernelArgs& a, Row<Op>& row, 
   if constexpr (P < Op::kPasses) {
     float acc[Op::kStats > 0 ? Op::kStats : 1];
     init_stats<Op>(acc);
-    if (vec) block_fold<Op, P, MATH, BLOCK, ILP, VEC>(a, row, acc);
-    else block_fold<Op, P, MATH, BLOCK, ILP, 1>(a, row, acc);
+    if (vec) block_fold<Op, P, MATH, BLOCK, ILP, VEC>(a, row, 0, a.k, acc);
+    else block_fold<Op, P, MATH, BLOCK, ILP, 1>(a, row, 0, a.k, acc);
     block_merge<Op, P, MATH, BLOCK>(acc, partial);
     Op::template after<P, MATH>(a, row.p, acc, row.red);
     block_passes<Op, P + 1, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
@@ -271,6 +273,60 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
     if (Op::kFullOut > 0) {
       if (vec) block_store<Op, MATH, BLOCK, ILP, VEC>(a, row);
       else block_store<Op, MATH, BLOCK, ILP, 1>(a, row);
+    }
+  }
+}
+
+// ---- reduce_split_kernel: CHUNKS blocks per row, for groups with few rows (a loss over a whole
+// tensor is one row). Single-pass groups without per-element outputs only. Each block folds its
+// chunk of the row and writes its statistics to the workspace; the last block of a row (counted
+// atomically) merges them, finishes the row and sets the row's counter back to 0.
+// Workspace (zeroed when allocated, a.ptr[slots + 1]): the statistics of rows x kMaxChunks blocks,
+// then one counter per row.
+
+template <int BLOCK, int ILP, int VEC, int CHUNKS, int MATH, class Op>
+__global__ void __launch_bounds__(BLOCK) reduce_split_kernel(const KernelArgs a) {
+  static_assert(Op::kPasses == 1 && Op::kFullOut == 0, "one pass, no per-element outputs");
+  static_assert(CHUNKS <= kMaxChunks, "at most kMaxChunks blocks per row");
+  __shared__ float partial[Op::kStats][32];
+  __shared__ bool last;
+  float* stats = a.ptr[Op::kSlots + 1];
+  unsigned* counters = reinterpret_cast<unsigned*>(stats + a.numel * kMaxChunks * Op::kStats);
+  const long long per = (a.k + CHUNKS - 1) / CHUNKS, chunk = (per + VEC - 1) / VEC * VEC;
+  for (long long b = blockIdx.x; b < a.numel * CHUNKS; b += gridDim.x) {
+    const long long o = b / CHUNKS;
+    const int c = (int)(b % CHUNKS);
+    Row<Op> row(a, o);
+    const long long begin = c * chunk, end = begin + chunk < a.k ? begin + chunk : a.k;
+    float acc[Op::kStats];
+    init_stats<Op>(acc);
+    if (row.template vector_ok<VEC>(a)) block_fold<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, begin, end, acc);
+    else block_fold<Op, 0, MATH, BLOCK, ILP, 1>(a, row, begin, end, acc);
+    block_merge<Op, 0, MATH, BLOCK>(acc, partial);
+    float* mine = stats + (o * kMaxChunks + c) * Op::kStats;
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < Op::kStats; ++i) mine[i] = acc[i];
+      __threadfence();
+      last = atomicAdd(&counters[o], 1u) == CHUNKS - 1;
+    }
+    __syncthreads();
+    const bool is_last = last;
+    __syncthreads();  // `last` is written again by the next chunk
+    if (!is_last) continue;  // uniform across the block
+    __threadfence();
+    init_stats<Op>(acc);
+    for (int t = threadIdx.x; t < CHUNKS; t += BLOCK) {
+      float other[Op::kStats];
+#pragma unroll
+      for (int i = 0; i < Op::kStats; ++i) other[i] = __ldcg(stats + (o * kMaxChunks + t) * Op::kStats + i);
+      merge<Op, 0, MATH>(acc, other);
+    }
+    block_merge<Op, 0, MATH, BLOCK>(acc, partial);
+    Op::template after<0, MATH>(a, row.p, acc, row.red);
+    if (threadIdx.x == 0) {
+      Op::store_reduced(row.p, row.red);
+      counters[o] = 0;
     }
   }
 }

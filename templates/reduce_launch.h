@@ -3,6 +3,7 @@
 // same grid, as launch.h does for the other families.
 #pragma once
 #include "launch.h"
+#include "reduce_limits.h"
 
 namespace fusetune {
 
@@ -11,6 +12,12 @@ inline LaunchDims reduce_launch(int block, long long outputs) {
   const long long blocks = outputs < 1 ? 1 : outputs < 2147483647LL ? outputs : 2147483647LL;
   return LaunchDims{{(unsigned)blocks, 1u, 1u}, {(unsigned)block, 1u, 1u}, 0u};
 }
+
+// reduce_split_kernel: `chunks` blocks per row.
+inline LaunchDims reduce_split_launch(int block, int chunks, long long rows) { return reduce_launch(block, rows * chunks); }
+
+// Its workspace: the statistics of every block, then a counter per row.
+inline long long reduce_split_workspace_bytes(long long rows, int stats) { return 4 * rows * ((long long)kMaxChunks * stats + 1); }
 
 // reduce_thread_kernel: `rows` rows per block, `split` threads per row.
 inline LaunchDims reduce_thread_launch(int rows, int split, long long outputs) {

@@ -13,7 +13,7 @@ namespace fusetune {
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)              \
   X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)       \
   X(cuCtxSynchronize) X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)         \
-  X(cuMemcpyDtoDAsync_v2) X(cuMemsetD32_v2) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) \
+  X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD32_v2) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)               \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy_v2)  \
   X(cuGetErrorName)

@@ -9,12 +9,13 @@ const Family& elementwise_family();
 const Family& gemm_family();
 const Family& reduce_family();
 const Family& reduce_thread_family();
+const Family& reduce_split_family();
 const Family& cublaslt_tf32_family();
 const Family& cublaslt_fp32_family();
 
 std::vector<const Family*> all_families() {
   return {&elementwise_family(), &gemm_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family(), &reduce_family(),
-          &reduce_thread_family()};
+          &reduce_thread_family(), &reduce_split_family()};
 }
 
 std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused) {

@@ -72,9 +72,10 @@ class Family {
            "<<<dim3(d.grid[0], d.grid[1], d.grid[2]), dim3(d.block[0], d.block[1], d.block[2]), d.shared_bytes, stream>>>(args);\n";
   }
   // Memory the binding passes after the group's slots: slot slots.size() holds scratch_floats(g)
-  // floats allocated per call, the next one a workspace of workspace_bytes() kept per device.
+  // floats allocated per call, the next one a workspace of workspace_bytes(g) kept per device,
+  // zeroed when it is allocated (a kernel that counts in it must leave it zeroed).
   virtual int64_t scratch_floats(const Group& g) const { return 0; }
-  virtual int64_t workspace_bytes() const { return 0; }
+  virtual int64_t workspace_bytes(const Group& g) const { return 0; }
 };
 
 const Family& family_by_name(const std::string& name);

@@ -318,6 +318,14 @@ void Worker::run_candidate(const json& cand) {
     if (!library) return finish("unavailable", unavailable);
     if (product_pass) kernel_args.ptr[1] = reinterpret_cast<float*>(product_->ptr);
   }
+  // A kernel's own workspace (zeroed, as the extension's is when it is allocated), after the slots.
+  std::unique_ptr<DeviceBuffer> workspace;
+  if (cand.contains("workspace_bytes")) {
+    const size_t bytes = cand.at("workspace_bytes").get<size_t>();
+    workspace = std::make_unique<DeviceBuffer>(bytes);
+    CU_CHECK(cuMemsetD8_v2(workspace->ptr, 0, bytes));
+    kernel_args.ptr[group_.slots.size() + 1] = reinterpret_cast<float*>(workspace->ptr);
+  }
   lt_status_ = CUBLAS_STATUS_SUCCESS;
   auto run = [&](CUstream stream) {
     CUresult r = library ? library(stream) : CUDA_SUCCESS;

@@ -504,7 +504,8 @@ json Group::to_json() const {
   j["ops"] = ops;
   j["index_shape"] = index_shape;
   if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}, {"bias_slot", bias_slot}};
-  if (family == "reduce") j["reduce"] = {{"outputs", m}, {"reduced", k}};
+  if (family == "reduce")
+    j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs}};
   j["slots"] = json::array();
   for (const Slot& s : slots)
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
@@ -528,8 +529,12 @@ Group Group::from_json(const json& j) {
     g.bias_slot = m.value("bias_slot", -1);
   }
   if (j.contains("reduce")) {
-    g.m = j.at("reduce").at("outputs");
-    g.k = j.at("reduce").at("reduced");
+    const json& r = j.at("reduce");
+    g.m = r.at("outputs");
+    g.k = r.at("reduced");
+    g.stats = r.value("stats", 0);
+    g.passes = r.value("passes", 0);
+    g.full_outputs = r.value("full_outputs", 0);
   }
   for (const json& s : j.at("slots")) {
     const std::string access = s.at("access").get<std::string>();

@@ -37,6 +37,8 @@ struct Group {
   std::vector<GroupOutput> outputs;
   int64_t m = 0, n = 0, k = 0, batch = 0;  // gemm only
   int bias_slot = -1;  // gemm: slot of a per-column bias that a library may add inside the product
+  // reduce: statistics per row, passes over each row, outputs per element (besides per row)
+  int stats = 0, passes = 0, full_outputs = 0;
   int full_slot = 0, n_full = 0, out_slot = 0;  // slot ranges the templates load/store
   std::string op_struct;  // generated `struct <id>_op { ... };`
 

@@ -83,6 +83,9 @@ class RowCodegen {
     for (size_t d = 0; d < row_.domain.size(); ++d) (row_.reduced[d] ? k : rows) *= row_.domain[d];
     gr_.m = rows;
     gr_.k = k;
+    gr_.stats = (int)row_.stats.size();
+    gr_.passes = row_.passes;
+    gr_.full_outputs = (int)full_outs_.size();
     gr_.op_struct = op_struct(kept, (int)gr_.slots.front().layout.sizes.size());
     return gr_;
   }

@@ -301,6 +301,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
                         {"block", {d.block[0], d.block[1], d.block[2]}}, {"shared_bytes", d.shared_bytes}});
       what = ctx.compiler->cache_key(jobs[job_of[i]]);
     }
+    if (const int64_t ws = f.workspace_bytes(g); ws > 0 && library.is_null()) entry["workspace_bytes"] = ws;
     if (!library.is_null()) {
       entry.update(library);
       what += "\n" + library.dump() + "\n" + ctx.cublaslt_path + "\n" + g.to_json().dump();

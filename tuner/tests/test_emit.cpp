@@ -24,17 +24,19 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   validate(o);
   const Graph g = capture_model(o);
   const Plan plan = plan_graph(g);
-  ASSERT_EQ(plan.groups.size(), 5u);
+  ASSERT_EQ(plan.groups.size(), 7u);
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
   // Both cuBLASLt forms (bias inside cuBLASLt, then an epilogue pass; bias and ReLU inside
-  // cuBLASLt, writing the output directly), the fp32 template on a bare product, both reduction
-  // kernels.
+  // cuBLASLt, writing the output directly), the fp32 template on a bare product, the three row
+  // kernels (the split one with its zeroed workspace).
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_tf32", "cublaslt_gemm.h"}},
                                                        {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
                                                        {"g2", KernelChoice{"gemm", "gemm.cuh"}},
                                                        {"g3", KernelChoice{"reduce", "reduce.cuh"}},
-                                                       {"g4", KernelChoice{"reduce_thread", "reduce.cuh"}}};
+                                                       {"g4", KernelChoice{"reduce_thread", "reduce.cuh"}},
+                                                       {"g5", KernelChoice{"reduce_split", "reduce.cuh"}},
+                                                       {"g6", KernelChoice{"elementwise", "elementwise.cuh"}}};
   emit_extension(g, plan, dir, o.model, kernels);
   EXPECT_FALSE(file_exists(path_join(dir, "extension/kernels/g7.cu")));
   EXPECT_TRUE(file_exists(path_join(dir, "extension/kernels/g0.cu")));
@@ -100,6 +102,10 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
             std::string::npos);
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::CACHE, tuned::MATH,"),
             std::string::npos);
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g5.cu")).find("fusetune::reduce_split_kernel<tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::CHUNKS,"),
+            std::string::npos);
+  const std::string g5_binding = read_file(path_join(dir, "extension/kernels/g5_binding.cpp"));
+  EXPECT_NE(g5_binding.find("cudaMemsetAsync(workspace.data_ptr(), 0, 2052,"), std::string::npos) << g5_binding;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error.h"
+#include "families.h"
 #include "graph_builder.h"
 #include "plan.h"
 
@@ -246,6 +247,30 @@ TEST(Plan, NormOverChannelsAndASecondPass) {
   EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{15, 1, 5}));
   EXPECT_NE(gr.op_struct.find("kPasses = 2;"), std::string::npos) << gr.op_struct;
   EXPECT_NE(gr.op_struct.find("full_out_slot(int i) { return i == 0 ? 1 : -1; }"), std::string::npos) << gr.op_struct;
+}
+
+// Which row kernels may run a group: the split kernel needs one pass and per-row outputs only.
+TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
+  Graph g = G().value("x", {4, 6}, "input")
+                .node("m", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("m")}, {4, 6})
+                .node("a", "aten.mean.default", std::vector<json>{G::ref("d")}, {})
+                .build({"d", "a"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  auto names = [](const Group& gr, std::vector<std::string>* refused) {
+    std::vector<std::string> n;
+    for (const Family* f : families_for(gr, refused)) n.push_back(f->name());
+    return n;
+  };
+  std::vector<std::string> refused;
+  EXPECT_EQ(names(p.groups[0], &refused), (std::vector<std::string>{"reduce", "reduce_thread"}));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("reduce_split: needs one pass over each row and no per-element outputs"), std::string::npos);
+  EXPECT_EQ(names(p.groups[1], nullptr), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_split"}));
+  EXPECT_EQ(p.groups[1].m, 1);
+  EXPECT_EQ(p.groups[1].k, 24);
+  EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
 }
 
 // A per-row value broadcast against the rows the wrong way (here along the last dimension) is

@@ -109,6 +109,8 @@ EXPECTED_PLANS = {
     # LayerNorm and GroupNorm written out at capture (mean, centred square mean, rsqrt, affine).
     "linear_layernorm_silu": [("gemm", 1), ("reduce", 11)],
     "groupnorm": [("reduce", 9)],
+    # A loss over a whole tensor: one row (reduce_split shares it among blocks).
+    "smooth_l1_loss": [("reduce", 9)],
 }
 
 
@@ -156,6 +158,7 @@ GPU_FAMILY_PLANS = {
     "rows_logsumexp_infinite.py": ["reduce"],
     "rows_norm_middle.py": ["reduce"],
     "rows_norms.py": ["reduce", "reduce"],
+    "rows_split.py": ["reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
 }
 

@@ -101,7 +101,7 @@ class Cublaslt : public Family {
            "stream>>>(epilogue);\n";
   }
   int64_t scratch_floats(const Group& g) const override { return lt_plan(g).pass ? g.numel() : 0; }
-  int64_t workspace_bytes() const override { return (int64_t)kCublasLtWorkspaceBytes; }
+  int64_t workspace_bytes(const Group&) const override { return (int64_t)kCublasLtWorkspaceBytes; }
 
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
   bool allowed(const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }

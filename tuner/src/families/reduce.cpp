@@ -1,8 +1,9 @@
 // The reduce family: row groups (a reduction over any dimensions with the chain before it fused
 // into its loads and the chains after it fused, per row and per element; templates/reduce.cuh).
-// Two kernels compete: a block per row (long contiguous rows) and a block of neighbouring rows
-// with a few threads each, which can keep short rows in registers between passes (rows along
-// outer or middle dimensions, where neighbouring rows are neighbours in memory).
+// Three kernels compete: a block per row (long contiguous rows), several blocks per row (few
+// rows: a loss over a whole tensor) and a block of neighbouring rows with a few threads each,
+// which can keep short rows in registers between passes (rows along outer or middle dimensions,
+// where neighbouring rows are neighbours in memory).
 #include "families.h"
 #include "reduce_launch.h"
 
@@ -40,6 +41,33 @@ class Reduce : public ReduceKernel {
   }
 };
 
+// CHUNKS blocks per row (reduce_split_kernel) for groups with too few rows to fill the GPU, such
+// as a loss over a whole tensor (one row): one pass and per-row outputs only.
+class ReduceSplit : public ReduceKernel {
+ public:
+  std::string name() const override { return "reduce_split"; }
+  bool supports(const Group& g, std::string& why) const override {
+    if (g.passes != 1 || g.full_outputs != 0) why = "needs one pass over each row and no per-element outputs";
+    else if (g.slots.size() + 2 > (size_t)kMaxSlots) why = "no free kernel-argument slot for the workspace";
+    else if (g.m > kSplitMaxRows) why = std::to_string(g.m) + " rows fill the GPU without splitting them";
+    return why.empty();
+  }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_split_kernel<" + p("BLOCK") + ", " + p("ILP") + ", " + p("VEC") + ", " + p("CHUNKS") + ", " +
+           p("MATH") + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return reduce_split_launch((int)c.at("BLOCK"), (int)c.at("CHUNKS"), g.numel());
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_split_launch(" + p("BLOCK") + ", " + p("CHUNKS") + ", args.numel)";
+  }
+  int64_t workspace_bytes(const Group& g) const override { return reduce_split_workspace_bytes(g.m, g.stats); }
+
+ private:
+  static constexpr int64_t kSplitMaxRows = 8192;
+};
+
 class ReduceThread : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_thread"; }
@@ -59,6 +87,11 @@ class ReduceThread : public ReduceKernel {
 
 const Family& reduce_family() {
   static const Reduce f;
+  return f;
+}
+
+const Family& reduce_split_family() {
+  static const ReduceSplit f;
   return f;
 }
 

@@ -4,8 +4,8 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """Linear + GELU + scale + residual, Linear + ReLU, a bare matrix product, then a softmax over
-    rows and a sum over columns: three GEMM groups (fused epilogue, fused epilogue, none) and two
-    row groups, at sizes that are not tile multiples."""
+    rows, a sum over columns and a mean of everything: three GEMM groups (fused epilogue, fused
+    epilogue, none), three row groups and their product, at sizes that are not tile multiples."""
 
     def __init__(self, in_features, out_features, scale):
         super().__init__()
@@ -16,7 +16,7 @@ class Model(nn.Module):
     def forward(self, x, r, w):
         y = torch.nn.functional.gelu(self.fc(x)) * self.scale + r
         z = torch.relu(self.fc2(y)) @ w
-        return torch.softmax(z, dim=1).sum(dim=0)
+        return torch.softmax(z, dim=1).sum(dim=0) * z.abs().mean()
 
 
 def get_inputs():
