@@ -117,7 +117,12 @@ class Planner {
 
   void visit(const Node& n) {
     const ValueInfo& out = g_.value(n.name);
+    if (out.kind == "tuple" && pool_returns_indices(n.op)) {  // lowered where its values are taken
+      tuples_[n.name] = &n;
+      return;
+    }
     if (out.kind == "tuple") unsupported(n, "ops with several outputs are not lowered yet");
+    if (n.op == "getitem") return add_getitem(n, out);
     if (n.op == "aten.scalar_tensor.default") return add_constant(n);
     if ((is_identity_op(n.op) || is_view_op(n.op)) && is_value_ref(n.args.at(0)) &&
         constants_.count(value_ref(n.args.at(0)))) {  // a view of a constant is the same constant, broadcast
@@ -134,6 +139,8 @@ class Planner {
       add_elementwise(n, out);
     } else if (is_reduction_op(n.op)) {
       add_reduction(n, out);
+    } else if (is_pool_op(n.op)) {
+      add_pool(n, n.name, out);
     } else if (const Family* f = family_anchoring(n.op)) {
       add_anchor(n, out, *f);
     } else {
@@ -331,6 +338,8 @@ class Planner {
     if (b.group.family != "elementwise" || b.group.index_shape != shape || f.shape != shape) return -1;
     for (const std::string& node : b.group.nodes)
       if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
+    for (const Step& s : b.steps)
+      if (s.pool || !s.node) return -1;  // read by window or copied: not an element of the row
     b.group.family = "reduce";
     b.row.domain = shape;
     b.row.reduced = reduced;
@@ -415,6 +424,41 @@ class Planner {
     return nullptr;
   }
 
+  // getitem(t, 0) of max pooling (which returns values and indices) is the pooling itself.
+  void add_getitem(const Node& n, const ValueInfo& out) {
+    const json& t = n.args.at(0);
+    const auto it = is_value_ref(t) ? tuples_.find(value_ref(t)) : tuples_.end();
+    if (it == tuples_.end()) unsupported(n, "getitem of this op is not lowered");
+    if (!(is_number(n.args.at(1)) && number(n.args.at(1)) == 0))
+      unsupported(*it->second, "the indices of max pooling are not lowered, only its values");
+    add_pool(*it->second, n.name, out);
+  }
+
+  // A pooling op (node n, producing `value`) is one value of an elementwise chain that reads its
+  // input's window from memory; the chain after it fuses as after any elementwise op.
+  void add_pool(const Node& n, const std::string& value, const ValueInfo& out) {
+    check_float(value, &n);
+    if (!is_value_ref(n.args.at(0)) || constants_.count(value_ref(n.args.at(0))))
+      unsupported(n, "the input must be a computed tensor");
+    const std::string v = value_ref(n.args.at(0));
+    if (fused_.count(v)) materialize(v);
+    const Layout& in = operand(v, n);
+    std::string why;
+    auto pool = pool_of(n, in.sizes, out.shape, why);
+    if (!pool) unsupported(n, why);
+    int target = -1;
+    for (int gi = (int)groups_.size() - 1; gi > producer_.at(in.base) && target < 0; --gi)
+      if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape))
+        target = gi;
+    if (target < 0) target = new_group("elementwise", out.shape);
+    Step step{&n, next_var(), false, {}, {{v, in}}};
+    step.pool = std::move(*pool);
+    fused_[value] = Fused{target, step.var, out.shape};
+    groups_[target].group.nodes.push_back(value);
+    groups_[target].group.ops.push_back(n.op);
+    groups_[target].steps.push_back(std::move(step));
+  }
+
   // A result stays in a register (bool for comparisons) or is a float32 tensor.
   void check_result(const Node& n, const ValueInfo& out) {
     if (out.dtype == "bool" && out.shape.size() <= (size_t)kMaxRank) return;
@@ -474,6 +518,7 @@ class Planner {
   std::map<std::string, Layout> memory_;  // values readable from memory, as views of a base
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
   std::map<std::string, std::string> constants_;  // value -> float literal (scalar_tensor)
+  std::map<std::string, const Node*> tuples_;     // max pooling with indices, until getitem
   int var_count_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include "graph.h"
 #include "layout.h"
 #include "plan.h"
+#include "pool.h"
 
 namespace fusetune {
 
@@ -31,6 +32,7 @@ struct Step {
   Level level = Level::Full;
   int phase = 0;  // reduction passes that must finish before this value is known
   int stat = -1;  // for a reduction: its statistic
+  std::optional<PoolOp> pool;  // a pooling op: its one loaded operand is the input's own view
 };
 
 // A reduction of a row group, accumulated during pass `pass` over the row's elements from its

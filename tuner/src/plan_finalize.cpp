@@ -45,13 +45,15 @@ Group finalize_group(Building& b) {
   };
   const int64_t numel = gr.numel();
   gr.full_slot = (int)gr.slots.size();
+  // A pooled input is read through its own view (its windows), never as a Full slot.
+  auto full = [&](const Step& s, const Layout& l) { return !s.pool && l.is_contiguous() && l.numel() == numel; };
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
-      if (l.is_contiguous() && l.numel() == numel) slot_of(l, Access::Full);
+      if (full(s, l)) slot_of(l, Access::Full);
   gr.n_full = (int)gr.slots.size() - gr.full_slot;
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
-      if (!(l.is_contiguous() && l.numel() == numel)) slot_of(l, Access::Strided);
+      if (!full(s, l)) slot_of(l, Access::Strided);
   gr.out_slot = (int)gr.slots.size();
   for (const GroupOutput& o : gr.outputs) gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output});
   if ((int)gr.slots.size() > kMaxSlots)
@@ -70,6 +72,8 @@ Group finalize_group(Building& b) {
     std::string expr;
     if (!s.node) {
       expr = load_expr(s.loaded_operands.begin()->second);
+    } else if (s.pool) {
+      expr = pool_expr(*s.pool, slot_of(s.loaded_operands.begin()->second, Access::Strided));
     } else {
       const Node& n = *s.node;
       ArgExpr arg = [&](size_t i, const char* kw) -> std::string {
@@ -96,7 +100,8 @@ Group finalize_group(Building& b) {
   for (size_t o = 0; o < gr.outputs.size(); ++o)
     body += "    y[" + std::to_string(o) + "] = " + gr.outputs[o].var + ";\n";
   const int n_in = std::max(1, anchor_inputs + gr.n_full);
-  gr.op_struct = "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
+  const bool pools = std::any_of(b.steps.begin(), b.steps.end(), [](const Step& s) { return s.pool.has_value(); });
+  gr.op_struct = std::string(pools ? "#include \"pool.cuh\"\n\n" : "") + "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
                  "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
                  "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +
                  "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +

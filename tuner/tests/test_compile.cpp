@@ -94,6 +94,30 @@ TEST(Compile, EveryReduceInstance) {
   }
 }
 
+// Every elementwise instance over pooling groups: 2-D max with padding and dilation and the
+// chain after it; 3-D average, padding not counted; 1-D average with padding counted.
+TEST(Compile, EveryPoolInstance) {
+  Graph g = G().value("x", {2, 3, 9, 8}, "input").value("y", {2, 3, 5, 6, 7}, "input").value("z", {3, 11}, "input")
+                .node("mp", "aten.max_pool2d_with_indices.default",
+                      std::vector<json>{G::ref("x"), json::array({3, 3}), json::array({2, 2}), json::array({1, 1}), json::array({2, 1})}, {})
+                .value("mp", {}, "tuple")
+                .node("v", "getitem", std::vector<json>{G::ref("mp"), 0}, {2, 3, 4, 4})
+                .node("r", "aten.relu.default", {G::ref("v")}, {2, 3, 4, 4})
+                .node("a3", "aten.avg_pool3d.default",
+                      std::vector<json>{G::ref("y"), json::array({2, 2, 2}), json::array({2, 2, 2}), json::array({1, 1, 1}), true, false},
+                      {2, 3, 4, 4, 4})
+                .node("a1", "aten.avg_pool1d.default", std::vector<json>{G::ref("z"), json::array({3}), json::array({2}), json::array({1})},
+                      {3, 6})
+                .build({"r", "a3", "a1"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 3u);
+  const Compiler c(templates(), "sm_90", temp_dir("pool"));
+  for (const Group& gr : p.groups) {
+    ASSERT_EQ(gr.family, "elementwise");
+    compile_space(gr, c);
+  }
+}
+
 // One kernel fusing every op of the table, so that each emitted expression is valid CUDA.
 TEST(Compile, EveryFusableOp) {
   G builder;

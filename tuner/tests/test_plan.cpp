@@ -273,6 +273,60 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
 }
 
+// Max pooling returns (values, indices); its values are one value of an elementwise chain that
+// reads the input's windows through the input's own view.
+TEST(Plan, MaxPoolValuesAreAFusedValue) {
+  Graph g = G().value("x", {2, 3, 9, 8}, "input")
+                .node("mp", "aten.max_pool2d_with_indices.default",
+                      std::vector<json>{G::ref("x"), json::array({3, 3}), json::array({2, 2}), json::array({1, 1}), json::array({2, 1})}, {})
+                .value("mp", {}, "tuple")
+                .node("v", "getitem", std::vector<json>{G::ref("mp"), 0}, {2, 3, 4, 4})
+                .node("r", "aten.relu.default", {G::ref("v")}, {2, 3, 4, 4})
+                .build({"r"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "elementwise");
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "r:output"}));
+  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{2, 3, 9, 8}));  // the input's own shape
+  EXPECT_EQ(gr.op_struct.rfind("#include \"pool.cuh\"", 0), 0u) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2, 2>(a, 0, idx, fusetune::PoolWindow<2>{{4, 4}, {9, 8}, {3, 3}, "
+                              "{2, 2}, {1, 1}, {2, 1}, 0})"),
+            std::string::npos)
+      << gr.op_struct;
+
+  Graph indices = G().value("x", {2, 3, 9, 8}, "input")
+                      .node("mp", "aten.max_pool2d_with_indices.default", std::vector<json>{G::ref("x"), json::array({2, 2})}, {})
+                      .value("mp", {}, "tuple")
+                      .node("i", "getitem", std::vector<json>{G::ref("mp"), 1}, {2, 3, 4, 4})
+                      .build({"i"});
+  try {
+    plan_graph(indices);
+    FAIL() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("indices of max pooling are not lowered"), std::string::npos) << e.what();
+  }
+}
+
+// Average pooling: padding not counted, a divisor override; a reduction of a pooled value reads
+// it from memory (a window is not an element of the reduction's rows).
+TEST(Plan, AvgPoolThenASum) {
+  Graph g = G().value("x", {2, 5, 7, 6}, "input")
+                .node("ap", "aten.avg_pool2d.default",
+                      std::vector<json>{G::ref("x"), json::array({3, 2}), json::array(), json::array({1, 1}), true, false, 4},
+                      {2, 5, 3, 4})
+                .node("s", "aten.sum.default", std::vector<json>{G::ref("ap")}, {})
+                .build({"s"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].family, "elementwise");
+  EXPECT_EQ(p.groups[1].family, "reduce");
+  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2, 2>(a, 0, idx, fusetune::PoolWindow<2>{{3, 4}, {7, 6}, {3, 2}, "
+                                       "{3, 2}, {1, 1}, {1, 1}, 4})"),
+            std::string::npos)
+      << p.groups[0].op_struct;
+}
+
 // A per-row value broadcast against the rows the wrong way (here along the last dimension) is
 // not a row value: the consumer reads it from memory instead.
 TEST(Plan, ReducedValueBroadcastAlongTheReducedDimensionIsNotFused) {

@@ -111,6 +111,9 @@ EXPECTED_PLANS = {
     "groupnorm": [("reduce", 9)],
     # A loss over a whole tensor: one row (reduce_split shares it among blocks).
     "smooth_l1_loss": [("reduce", 9)],
+    # Pooling: one value of an elementwise chain, reading its windows.
+    "maxpool2d": [("elementwise", 1)],
+    "avgpool3d": [("elementwise", 1)],
 }
 
 
@@ -159,6 +162,8 @@ GPU_FAMILY_PLANS = {
     "rows_norm_middle.py": ["reduce"],
     "rows_norms.py": ["reduce", "reduce"],
     "rows_split.py": ["reduce", "reduce"],
+    "pool_max2d_dilated.py": ["elementwise"],
+    "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
 }
 

@@ -1,0 +1,70 @@
+// Max and average pooling over 1-3 spatial dimensions, as one value of a fused elementwise chain:
+// output element idx reduces its window of the input slot (the input's own strided view, leading
+// batch/channel dimensions first). Written as PyTorch's max_pool*_with_indices (a NaN wins) and
+// avg_pool* (padding counted or not, divisor_override) compute them. The generated Op includes
+// this header only when its group pools.
+#pragma once
+#include "fusetune_args.h"
+
+namespace fusetune {
+
+// The window geometry of one pooling op; the generated code passes it as a literal, which the
+// compiler folds after inlining.
+template <int ND> struct PoolWindow {
+  long long out[ND], in[ND];
+  int kernel[ND], stride[ND], padding[ND], dilation[ND];
+  int divisor;  // avg: divisor_override, 0 for none
+};
+
+// KIND: 0 max, 1 average counting padding, 2 average over the elements inside the input only.
+template <int KIND, int ND, int LEAD, class Args>
+__device__ __forceinline__ float pool(const Args& a, int slot, long long idx, const PoolWindow<ND>& w) {
+  long long o[ND];
+#pragma unroll
+  for (int d = ND - 1; d >= 0; --d) {
+    o[d] = idx % w.out[d];
+    idx /= w.out[d];
+  }
+  const float* base = a.ptr[slot];
+#pragma unroll
+  for (int d = LEAD - 1; d >= 0; --d) {  // batch and channel: the same index in input and output
+    const long long size = a.size[slot][d];
+    base += (idx % size) * a.stride[slot][d];
+    idx /= size;
+  }
+  long long start[ND];
+  int taps = 1;
+  long long pool_size = 1, inside = 1;
+#pragma unroll
+  for (int d = 0; d < ND; ++d) {
+    start[d] = o[d] * w.stride[d] - w.padding[d];
+    taps *= w.kernel[d];
+    const long long end = start[d] + w.kernel[d] < w.in[d] + w.padding[d] ? start[d] + w.kernel[d] : w.in[d] + w.padding[d];
+    pool_size *= end - start[d];
+    const long long lo = start[d] > 0 ? start[d] : 0, hi = end < w.in[d] ? end : w.in[d];
+    inside *= hi > lo ? hi - lo : 0;
+  }
+  float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.f;
+  for (int t = 0; t < taps; ++t) {
+    int rest = t;
+    long long offset = 0;
+    bool in_bounds = true;
+#pragma unroll
+    for (int d = ND - 1; d >= 0; --d) {
+      const int j = rest % w.kernel[d];
+      rest /= w.kernel[d];
+      const long long pos = start[d] + (long long)j * (KIND == 0 ? w.dilation[d] : 1);
+      in_bounds &= pos >= 0 && pos < w.in[d];
+      offset += pos * a.stride[slot][LEAD + d];
+    }
+    if (!in_bounds) continue;
+    const float v = base[offset];
+    if (KIND == 0) acc = (v > acc || v != v) ? v : acc;
+    else acc += v;
+  }
+  if (KIND == 0) return acc;
+  const long long divisor = w.divisor ? w.divisor : KIND == 1 ? pool_size : inside;
+  return acc / (float)divisor;
+}
+
+}  // namespace fusetune
