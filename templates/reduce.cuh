@@ -113,6 +113,51 @@ template <class Op> __device__ __forceinline__ long long elem_offset(const Kerne
   return offset;
 }
 
+// ---- Scans (cumsum, cumprod): inclusive along the row, in the final pass.
+
+template <class Op> constexpr int kScanSlots = Op::kScans > 0 ? Op::kScans : 1;
+
+template <class Op> __device__ __forceinline__ float scan_combine(int i, float a, float b) {
+  return Op::scan_kind(i) == 1 ? a * b : a + b;
+}
+template <class Op> __device__ __forceinline__ float scan_identity(int i) { return Op::scan_kind(i) == 1 ? 1.f : 0.f; }
+
+// The values of the scans at one element (identities where there is no element).
+template <class Op, int MATH>
+__device__ __forceinline__ void scan_inputs(const float* x, const float* red, bool present, float (&sv)[kScanSlots<Op>]) {
+#pragma unroll
+  for (int i = 0; i < kScanSlots<Op>; ++i) sv[i] = scan_identity<Op>(i);
+  if (Op::kScans > 0 && present) Op::template scan_values<MATH>(x, red, sv);
+}
+
+// Across the block in thread order: v (each thread's total) becomes the combination of the
+// totals of the threads before it; `total` gets the block's. Every thread must call it.
+template <class Op, int BLOCK>
+__device__ __forceinline__ void block_exclusive_scan(float (&v)[kScanSlots<Op>], float (&total)[kScanSlots<Op>],
+                                                     float (*warp_totals)[32]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int i = 0; i < kScanSlots<Op>; ++i) {
+    float inc = v[i];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float t = __shfl_up_sync(0xffffffffu, inc, off);
+      if (lane >= off) inc = scan_combine<Op>(i, t, inc);
+    }
+    const float before = __shfl_up_sync(0xffffffffu, inc, 1);
+    if (lane == 31) warp_totals[i][warp] = inc;
+    __syncthreads();
+    float prefix = scan_identity<Op>(i), all = scan_identity<Op>(i);
+    for (int w = 0; w < BLOCK / 32; ++w) {
+      if (w < warp) prefix = scan_combine<Op>(i, prefix, warp_totals[i][w]);
+      all = scan_combine<Op>(i, all, warp_totals[i][w]);
+    }
+    v[i] = lane == 0 ? prefix : scan_combine<Op>(i, prefix, before);
+    total[i] = all;
+    __syncthreads();  // warp_totals is reused
+  }
+}
+
 template <class Op> struct Row {
   float* p[Op::kSlots];  // each slot's row
   float red[Op::kReduced];
@@ -155,13 +200,15 @@ template <class Op> struct Row {
     }
   }
 
-  // Computes and stores the Full outputs of elements e .. e + V - 1.
-  template <int V, int MATH> __device__ __forceinline__ void store(const KernelArgs& a, long long e, const float (&x)[V][Op::kIn]) {
+  // Computes and stores the Full outputs of elements e .. e + V - 1, given the scans there.
+  template <int V, int MATH>
+  __device__ __forceinline__ void store(const KernelArgs& a, long long e, const float (&x)[V][Op::kIn],
+                                        const float (&sc)[V][kScanSlots<Op>]) {
     float y[Op::kFullOut > 0 ? Op::kFullOut : 1][V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       float yj[Op::kFullOut > 0 ? Op::kFullOut : 1];
-      Op::template out<MATH>(x[j], red, yj);
+      Op::template out<MATH>(x[j], red, sc[j], yj);
 #pragma unroll
       for (int o = 0; o < Op::kFullOut; ++o) y[o][j] = yj[o];
     }
@@ -230,10 +277,18 @@ __device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& r
   }
 }
 
+// The final pass over a row: every Full output, the scans carried from chunk to chunk in
+// element order (u, then thread, then j). Every thread runs the same iterations (the scans meet
+// at barriers).
 template <class Op, int MATH, int BLOCK, int ILP, int V>
-__device__ __forceinline__ void block_store(const KernelArgs& a, Row<Op>& row) {
+__device__ __forceinline__ void block_store(const KernelArgs& a, Row<Op>& row, float (*warp_totals)[32]) {
   const long long n = a.k;
-  for (long long e0 = (long long)threadIdx.x * V; e0 < n; e0 += (long long)BLOCK * V * ILP) {
+  constexpr int S = kScanSlots<Op>;
+  float carry[S];
+#pragma unroll
+  for (int i = 0; i < S; ++i) carry[i] = scan_identity<Op>(i);
+  for (long long base = 0; base < n; base += (long long)BLOCK * V * ILP) {
+    const long long e0 = base + (long long)threadIdx.x * V;
     float x[ILP][V][Op::kIn];
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
@@ -243,7 +298,27 @@ __device__ __forceinline__ void block_store(const KernelArgs& a, Row<Op>& row) {
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;
-      if (e < n) row.template store<V, MATH>(a, e, x[u]);
+      float sc[V][S];
+      if (Op::kScans > 0) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) scan_inputs<Op, MATH>(x[u][j], row.red, e + j < n, sc[j]);
+#pragma unroll
+        for (int j = 1; j < V; ++j)
+#pragma unroll
+          for (int i = 0; i < S; ++i) sc[j][i] = scan_combine<Op>(i, sc[j - 1][i], sc[j][i]);
+        float before[S], total[S];
+#pragma unroll
+        for (int i = 0; i < S; ++i) before[i] = sc[V - 1][i];
+        block_exclusive_scan<Op, BLOCK>(before, total, warp_totals);
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+          const float offset = scan_combine<Op>(i, carry[i], before[i]);
+#pragma unroll
+          for (int j = 0; j < V; ++j) sc[j][i] = scan_combine<Op>(i, offset, sc[j][i]);
+          carry[i] = scan_combine<Op>(i, carry[i], total[i]);
+        }
+      }
+      if (e < n) row.template store<V, MATH>(a, e, x[u], sc);
     }
   }
 }
@@ -265,14 +340,15 @@ template <int BLOCK, int ILP, int VEC, int MATH, class Op>
 __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
   __shared__ float partial[Op::kStats > 0 ? Op::kStats : 1][32];
+  __shared__ float warp_totals[kScanSlots<Op>][32];
   for (long long o = blockIdx.x; o < a.numel; o += gridDim.x) {
     Row<Op> row(a, o);
     const bool vec = row.template vector_ok<VEC>(a);
     block_passes<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
     if (threadIdx.x == 0) Op::store_reduced(row.p, row.red);
     if (Op::kFullOut > 0) {
-      if (vec) block_store<Op, MATH, BLOCK, ILP, VEC>(a, row);
-      else block_store<Op, MATH, BLOCK, ILP, 1>(a, row);
+      if (vec) block_store<Op, MATH, BLOCK, ILP, VEC>(a, row, warp_totals);
+      else block_store<Op, MATH, BLOCK, ILP, 1>(a, row, warp_totals);
     }
   }
 }
@@ -400,16 +476,30 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
     split_passes<Op, 0, MATH, ROWS, SPLIT, CACHE>(a, row, valid, cache, partial);
     if (!valid) continue;  // no barrier follows in this iteration
     if (threadIdx.y == 0) Op::store_reduced(row.p, row.red);
-    if (Op::kFullOut > 0) {
-#pragma unroll
-      for (int j = 0; j < CACHE; ++j)
-        if (threadIdx.y + (long long)j * SPLIT < a.k) row.template store<1, MATH>(a, threadIdx.y + (long long)j * SPLIT, cache[j]);
-#pragma unroll 4
-      for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
+    if (Op::kFullOut == 0) continue;
+    float sc[1][kScanSlots<Op>];
+    if (Op::kScans > 0) {  // in element order: the first of the row's threads alone
+      if (threadIdx.y != 0) continue;
+      for (int i = 0; i < kScanSlots<Op>; ++i) sc[0][i] = scan_identity<Op>(i);
+      for (long long e = 0; e < a.k; ++e) {
         float x[1][Op::kIn];
         row.template load<1>(a, e, x);
-        row.template store<1, MATH>(a, e, x);
+        float sv[kScanSlots<Op>];
+        scan_inputs<Op, MATH>(x[0], row.red, true, sv);
+#pragma unroll
+        for (int i = 0; i < kScanSlots<Op>; ++i) sc[0][i] = scan_combine<Op>(i, sc[0][i], sv[i]);
+        row.template store<1, MATH>(a, e, x, sc);
       }
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j)
+      if (threadIdx.y + (long long)j * SPLIT < a.k) row.template store<1, MATH>(a, threadIdx.y + (long long)j * SPLIT, cache[j], sc);
+#pragma unroll 4
+    for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
+      float x[1][Op::kIn];
+      row.template load<1>(a, e, x);
+      row.template store<1, MATH>(a, e, x, sc);
     }
   }
 }

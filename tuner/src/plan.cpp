@@ -139,6 +139,8 @@ class Planner {
       add_elementwise(n, out);
     } else if (is_reduction_op(n.op)) {
       add_reduction(n, out);
+    } else if (n.op == "aten.cumsum.default" || n.op == "aten.cumprod.default") {
+      add_scan(n, out);
     } else if (is_pool_op(n.op)) {
       add_pool(n, n.name, out);
     } else if (const Family* f = family_anchoring(n.op)) {
@@ -333,6 +335,7 @@ class Planner {
   // one (its chain is then fused into the reduction's loads); -1 for none.
   int row_group_for(const Fused& f, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
     Building& b = groups_[f.group];
+    if (f.phase >= kScanPhase) return -1;  // a scanned value exists in the final pass only
     if (is_row_group(f.group))
       return b.row.domain == shape && b.row.reduced == reduced && f.level == Level::Full && fits_domain(f.group, f) ? f.group : -1;
     if (b.group.family != "elementwise" || b.group.index_shape != shape || f.shape != shape) return -1;
@@ -346,6 +349,67 @@ class Planner {
     return f.group;
   }
 
+  // The row group that row op n over value v (rows along `reduced`) joins: v's own group when it
+  // can take it, else the last group if it is a row group over the same rows of memory, else a
+  // new one. Records how the step reads v.
+  int rows_over(const Node& n, const std::string& v, const std::vector<bool>& reduced, Step& step) {
+    const std::vector<int64_t>& shape = g_.value(v).shape;
+    if (auto it = fused_.find(v); it != fused_.end()) {
+      const int gi = row_group_for(it->second, shape, reduced);
+      if (gi >= 0) {
+        step.fused_operands[v] = it->second.var;
+        return gi;
+      }
+      materialize(v);
+    }
+    const Layout& l = operand(v, n);
+    const int last = (int)groups_.size() - 1;
+    const bool join_last = last > producer_.at(l.base) && is_row_group(last) && groups_[last].row.domain == shape &&
+                           groups_[last].row.reduced == reduced;
+    std::vector<int64_t> rows;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (!reduced[d]) rows.push_back(shape[d]);
+    const int gi = join_last ? last : new_group("reduce", rows);
+    groups_[gi].row.domain = shape;
+    groups_[gi].row.reduced = reduced;
+    step.loaded_operands[v] = l;
+    return gi;
+  }
+
+  // cumsum / cumprod along one dimension: a row group whose rows run along it, the scanned value
+  // known per element in the final pass only (so no reduction of the same group can read it).
+  void add_scan(const Node& n, const ValueInfo& out) {
+    check_result(n, out);
+    const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
+    if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 results");
+    if (!is_value_ref(n.args.at(0)) || constants_.count(value_ref(n.args.at(0))))
+      unsupported(n, "the input must be a computed tensor");
+    const std::string v = value_ref(n.args.at(0));
+    const std::vector<int64_t>& shape = g_.value(v).shape;
+    const json& dim = node_arg(n, 1, "dim");
+    const int64_t rank = (int64_t)shape.size();
+    int64_t d = is_number(dim) ? (int64_t)number(dim) : rank;
+    if (d < 0) d += rank;
+    if (d < 0 || d >= std::max<int64_t>(rank, 1)) unsupported(n, "dimension out of range");
+    if (rank == 0) unsupported(n, "a scan of a scalar is not lowered");
+    std::vector<bool> reduced(rank, false);
+    reduced[d] = true;
+    Step step{&n, next_var(), false, {}, {}};
+    const int gi = rows_over(n, v, reduced, step);
+    RowInfo& row = groups_[gi].row;
+    if (row.stats.empty() && row.scans.empty()) {  // a converted elementwise group: one index per row
+      groups_[gi].group.index_shape.clear();
+      for (int64_t i = 0; i < rank; ++i)
+        if (i != d) groups_[gi].group.index_shape.push_back(shape[i]);
+    }
+    step.level = Level::Full;
+    step.phase = kScanPhase;
+    step.scan = (int)row.scans.size();
+    row.scans.push_back(n.op == "aten.cumprod.default" ? ScanKind::Prod : ScanKind::Sum);
+    fused_[n.name] = Fused{gi, step.var, out.shape, Level::Full, kScanPhase};
+    add_step(gi, n, std::move(step));
+  }
+
   void add_reduction(const Node& n, const ValueInfo& out) {
     check_result(n, out);
     if (!is_value_ref(n.args.at(0)) || constants_.count(value_ref(n.args.at(0))))
@@ -355,23 +419,8 @@ class Planner {
     std::string why;
     const auto red = reduction_of(n, (int64_t)shape.size(), why);
     if (!red) unsupported(n, why);
-    int gi = -1;
     Step step{&n, "", false, {}, {}};
-    if (auto it = fused_.find(v); it != fused_.end()) {
-      gi = row_group_for(it->second, shape, red->reduced);
-      if (gi >= 0) step.fused_operands[v] = it->second.var;
-      else materialize(v);
-    }
-    if (gi < 0) {
-      const Layout& l = operand(v, n);
-      const int last = (int)groups_.size() - 1;
-      const bool join_last = last > producer_.at(l.base) && is_row_group(last) &&
-                             groups_[last].row.domain == shape && groups_[last].row.reduced == red->reduced;
-      gi = join_last ? last : new_group("reduce", out.shape);
-      groups_[gi].row.domain = shape;
-      groups_[gi].row.reduced = red->reduced;
-      step.loaded_operands[v] = l;
-    }
+    const int gi = rows_over(n, v, red->reduced, step);
     if (groups_[gi].row.stats.empty()) groups_[gi].group.index_shape = out.shape;
     RowInfo& row = groups_[gi].row;
     const auto it = fused_.find(v);

@@ -20,6 +20,9 @@ enum class Level { Full, Reduced };
 
 // How a row group's reduction statistic accumulates (the numbering of templates/reduce.cuh).
 enum class StatKind { Sum = 0, Max = 1, Min = 2, ExpSum = 3 };
+enum class ScanKind { Sum = 0, Prod = 1 };
+// The phase of a scanned value and what depends on it: known in the final pass over a row only.
+constexpr int kScanPhase = 1 << 20;
 
 // One op of a group's chain and how each tensor operand is reached.
 struct Step {
@@ -32,6 +35,7 @@ struct Step {
   Level level = Level::Full;
   int phase = 0;  // reduction passes that must finish before this value is known
   int stat = -1;  // for a reduction: its statistic
+  int scan = -1;  // for a cumsum / cumprod: its scan
   std::optional<PoolOp> pool;  // a pooling op: its one loaded operand is the input's own view
 };
 
@@ -49,6 +53,7 @@ struct RowInfo {
   std::vector<int64_t> domain;  // shape of the reduced input
   std::vector<bool> reduced;    // which domain dimensions are reduced
   std::vector<RowStat> stats;
+  std::vector<ScanKind> scans;  // inclusive scans along the row, in the final pass
   int passes = 0;      // passes over the row that accumulate statistics
   int n_reduced = 0;   // Reduced variables red[0..n_reduced)
 };

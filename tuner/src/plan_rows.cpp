@@ -139,6 +139,7 @@ class RowCodegen {
   }
 
   std::string step_code(const Step& s) {
+    if (s.scan >= 0) return "      const float " + s.var + " = sc[" + std::to_string(s.scan) + "];\n";
     const bool per_row = s.level == Level::Reduced;
     const ArgExpr arg = [&](size_t i, const char* kw) { return arg_expr(s, node_arg(*s.node, i, kw), per_row); };
     const std::string expr = elementwise_expr(*s.node, arg);
@@ -193,6 +194,19 @@ class RowCodegen {
            "    (void)a; (void)p; (void)s; (void)red;\n" + body + "\n  }\n";
   }
 
+  // The inputs of the scans (sv[i]) per element, in the final pass.
+  std::string scan_values_fn() {
+    std::string body;
+    for (const Step& s : b_.steps)
+      if (s.stat < 0 && s.level == Level::Full && s.phase < kScanPhase) body += step_code(s);
+    for (const Step& s : b_.steps)
+      if (s.scan >= 0) body += "      sv[" + std::to_string(s.scan) + "] = " + arg_expr(s, s.node->args.at(0), false) + ";\n";
+    return "  template <int MATH>\n"
+           "  __device__ __forceinline__ static void scan_values(const float* x, const float* red, float* sv) {\n"
+           "    (void)x; (void)red; (void)sv;\n    {\n" + body + "    }\n  }\n";
+  }
+
+  // The Full outputs per element, given the scans' inclusive results sc[] at that element.
   std::string out_fn() {
     std::string body;
     for (const Step& s : b_.steps)
@@ -200,8 +214,8 @@ class RowCodegen {
     for (size_t j = 0; j < full_outs_.size(); ++j)
       body += "      y[" + std::to_string(j) + "] = " + gr_.outputs[full_outs_[j]].var + ";\n";
     return "  template <int MATH>\n"
-           "  __device__ __forceinline__ static void out(const float* x, const float* red, float* y) {\n"
-           "    (void)x; (void)red; (void)y;\n    {\n" + body + "    }\n  }\n";
+           "  __device__ __forceinline__ static void out(const float* x, const float* red, const float* sc, float* y) {\n"
+           "    (void)x; (void)red; (void)sc; (void)y;\n    {\n" + body + "    }\n  }\n";
   }
 
   std::string store_reduced_fn() {
@@ -213,19 +227,21 @@ class RowCodegen {
   }
 
   std::string op_struct(int kept, int rank) {
-    std::vector<int> kinds, passes, partners, full_slots;
+    std::vector<int> kinds, passes, partners, full_slots, scans;
+    for (ScanKind k : row_.scans) scans.push_back((int)k);
     for (const RowStat& s : row_.stats) {
       kinds.push_back((int)s.kind);
       passes.push_back(s.pass);
       partners.push_back(s.partner);
     }
     for (int o : full_outs_) full_slots.push_back(gr_.out_slot + o);
-    const std::string values = values_fn(), after = after_fn(), out = out_fn(), store = store_reduced_fn();
+    const std::string values = values_fn(), after = after_fn(), out = scan_values_fn() + out_fn(), store = store_reduced_fn();
     auto c = [](const char* name, int64_t v) { return "  static constexpr int " + std::string(name) + " = " + std::to_string(v) + ";\n"; };
     return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" + c("kKeptRank", kept) + c("kRank", rank) +
-           c("kIn", gr_.out_slot) + c("kSlots", (int64_t)gr_.slots.size()) + c("kStats", (int64_t)row_.stats.size()) +
+           c("kIn", gr_.out_slot) + c("kSlots", (int64_t)gr_.slots.size()) + c("kStats", std::max<int64_t>(1, row_.stats.size())) +
            c("kPasses", row_.passes) + c("kReduced", std::max(1, row_.n_reduced)) +
-           c("kFullOut", (int64_t)full_outs_.size()) + table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) +
+           c("kFullOut", (int64_t)full_outs_.size()) + c("kScans", (int64_t)row_.scans.size()) +
+           table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) + table_fn("scan_kind", scans) +
            table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) + values + after + out + store +
            "};\n}  // namespace fusetune_gen\n";
   }

@@ -117,12 +117,12 @@ TEST(Plan, BatchedAndVectorProducts) {
 }
 
 TEST(Plan, UnsupportedOpNamesOpAndLine) {
-  Graph g = G().value("x", {4, 6}, "input").node("c", "aten.cumsum.default", {G::ref("x"), 1}, {4, 6}).build({"c"});
+  Graph g = G().value("x", {4, 6}, "input").node("c", "aten.argmin.default", {G::ref("x"), 1}, {4}).build({"c"});
   try {
     plan_graph(g);
     FAIL() << "expected an error";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("aten.cumsum.default"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("aten.argmin.default"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("m.py:3"), std::string::npos);
   }
 }
@@ -271,6 +271,31 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   EXPECT_EQ(p.groups[1].m, 1);
   EXPECT_EQ(p.groups[1].k, 24);
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
+}
+
+// cumsum: a row group along the scanned dimension, the chains before and after it fused; the
+// scanned value exists in the final pass only, so a reduction of it starts a new group.
+TEST(Plan, CumsumIsARowGroupWithAScan) {
+  Graph g = G().value("x", {4, 6, 5}, "input")
+                .node("e", "aten.exp.default", {G::ref("x")}, {4, 6, 5})
+                .node("c", "aten.cumsum.default", std::vector<json>{G::ref("e"), 1}, {4, 6, 5})
+                .node("y", "aten.mul.Tensor", {G::ref("c"), 0.5}, {4, 6, 5})
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("y"), json::array({1})}, {4, 5})
+                .build({"y", "s"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "reduce");
+  EXPECT_EQ(gr.ops, (std::vector<std::string>{"aten.exp.default", "aten.cumsum.default", "aten.mul.Tensor"}));
+  EXPECT_EQ(gr.index_shape, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(gr.passes, 0);
+  const std::string& op = gr.op_struct;
+  EXPECT_NE(op.find("kScans = 1;"), std::string::npos) << op;
+  EXPECT_NE(op.find("sv[0] = v0;"), std::string::npos) << op;
+  EXPECT_NE(op.find("const float v1 = sc[0];"), std::string::npos) << op;
+  EXPECT_EQ(p.groups[1].family, "reduce");
+  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"y:strided", "s:output"}));
 }
 
 // Max pooling returns (values, indices); its values are one value of an elementwise chain that

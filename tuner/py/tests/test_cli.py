@@ -48,12 +48,12 @@ def test_no_get_inputs(write_model, tmp_path):
 
 
 def test_unsupported_op_names_op_and_line(write_model, tmp_path):
-    path = write_model("class Model(nn.Module):\n    def forward(self, x):\n        return torch.cumsum(x, dim=1)\n\n"
+    path = write_model("class Model(nn.Module):\n    def forward(self, x):\n        return torch.argmin(x, dim=1)\n\n"
                        "def get_inputs():\n    return [torch.randn(4, 5)]\n\ndef get_init_inputs():\n    return []\n")
     code, _, err = run("plan", "--model", path, "--out", str(tmp_path))
     assert code == 2
-    assert "aten.cumsum.default" in err
-    assert "model.py:6: return torch.cumsum(x, dim=1)" in err
+    assert "aten.argmin.default" in err
+    assert "model.py:6: return torch.argmin(x, dim=1)" in err
 
 
 @pytest.mark.parametrize("option", [["--precision", "fp16"], ["--arch", "90"], ["--workers", "0"], ["--atol", "-1"],
@@ -114,6 +114,8 @@ EXPECTED_PLANS = {
     # Pooling: one value of an elementwise chain, reading its windows.
     "maxpool2d": [("elementwise", 1)],
     "avgpool3d": [("elementwise", 1)],
+    # Scans: a row group along the scanned dimension.
+    "cumsum_rows": [("reduce", 1)],
 }
 
 
@@ -164,6 +166,7 @@ GPU_FAMILY_PLANS = {
     "rows_split.py": ["reduce", "reduce"],
     "pool_max2d_dilated.py": ["elementwise"],
     "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
+    "rows_scans.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
 }
 
