@@ -36,7 +36,7 @@ struct Step {
   int phase = 0;  // reduction passes that must finish before this value is known
   int stat = -1;  // for a reduction: its statistic
   int scan = -1;  // for a cumsum / cumprod: its scan
-  std::optional<PoolOp> pool;  // a pooling op: its one loaded operand is the input's own view
+  std::optional<PoolOp> pool = std::nullopt;  // a pooling op: its one loaded operand is the input's own view
 };
 
 // A reduction of a row group, accumulated during pass `pass` over the row's elements from its

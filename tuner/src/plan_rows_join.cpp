@@ -1,0 +1,265 @@
+// Row groups while the planner walks the graph: a reduction with the chain before it fused into
+// its loads and the chain after it fused after it, at the reduced shape (Reduced) or again over
+// every input element (Full, e.g. softmax's division); scans along a dimension. The domain is
+// the reduced (or scanned) input's shape.
+#include <algorithm>
+#include <optional>
+
+#include "error.h"
+#include "planner.h"
+
+namespace fusetune {
+
+bool is_reduction_op(const std::string& op) {
+  return op == "aten.sum.dim_IntList" || op == "aten.sum.default" || op == "aten.mean.dim" ||
+         op == "aten.mean.default" || op == "aten.amax.default" || op == "aten.amin.default";
+}
+
+namespace {
+
+struct Reduction {
+  StatKind kind;
+  bool mean;
+  std::vector<bool> reduced;  // over the input's dimensions
+};
+
+// What reduction node n performs over an input of the given rank; empty with `why` if unsupported.
+std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& why) {
+  const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
+  if (!dtype.is_null() && dtype.value("dtype", "") != "float32") { why = "only float32 results"; return std::nullopt; }
+  const bool everything = n.op == "aten.sum.default" || n.op == "aten.mean.default";
+  const json& dims = everything ? json() : node_arg(n, 1, "dim");
+  Reduction r{n.op == "aten.amax.default" ? StatKind::Max : n.op == "aten.amin.default" ? StatKind::Min : StatKind::Sum,
+              n.op.rfind("aten.mean.", 0) == 0, std::vector<bool>(rank, dims.is_null() || (dims.is_array() && dims.empty()))};
+  for (const json& d : dims.is_array() ? dims : json::array()) {
+    if (!is_number(d)) { why = "dimensions must be constants"; return std::nullopt; }
+    const int64_t dim = (int64_t)number(d) < 0 ? (int64_t)number(d) + rank : (int64_t)number(d);
+    if (dim < 0 || dim >= rank) { why = "dimension out of range"; return std::nullopt; }
+    r.reduced[dim] = true;
+  }
+  return r;
+}
+
+}  // namespace
+
+// Whether `shape` is the shape of a row of group gi, with or without the reduced dimensions kept.
+bool Planner::is_row_shape(int gi, const std::vector<int64_t>& shape) const {
+  const RowInfo& r = groups_[gi].row;
+  std::vector<int64_t> kept, keepdim;
+  for (size_t d = 0; d < r.domain.size(); ++d) {
+    keepdim.push_back(r.reduced[d] ? 1 : r.domain[d]);
+    if (!r.reduced[d]) kept.push_back(r.domain[d]);
+  }
+  return shape == kept || shape == keepdim;
+}
+
+// Whether a fused value of group gi, broadcast to the domain, holds the right element for
+// every domain element: a Full value must have the domain's own order, a Reduced one must
+// vary along the kept dimensions only, in row order.
+bool Planner::fits_domain(int gi, const Fused& f) const {
+  const RowInfo& r = groups_[gi].row;
+  auto l = broadcast_to(Layout::contiguous("", f.shape), r.domain);
+  if (!l) return false;
+  if (f.level == Level::Full) return Layout{"", l->sizes, l->strides, 0}.is_contiguous() && l->numel() == numel_of(f.shape);
+  std::vector<int64_t> kept_sizes, kept_strides;
+  for (size_t d = 0; d < r.domain.size(); ++d) {
+    if (r.reduced[d] && r.domain[d] != 1 && l->strides[d] != 0) return false;
+    if (!r.reduced[d]) { kept_sizes.push_back(l->sizes[d]); kept_strides.push_back(l->strides[d]); }
+  }
+  return Layout{"", kept_sizes, kept_strides, 0}.is_contiguous();
+}
+
+// Joins elementwise node n to row group gi when its result is per domain element or per row;
+// false when it cannot (the caller then starts a new group).
+bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::vector<std::pair<size_t, std::string>>& operands) {
+  bool any_full = false;
+  int phase = 0;
+  for (const auto& [pos, v] : operands) {
+    auto it = fused_.find(v);
+    if (it == fused_.end() || it->second.group != gi) continue;
+    any_full |= it->second.level == Level::Full;
+    phase = std::max(phase, it->second.phase);
+  }
+  const RowInfo& r = groups_[gi].row;
+  Level level;
+  if (!any_full && is_row_shape(gi, out.shape)) level = Level::Reduced;
+  else if (out.shape == r.domain) level = Level::Full;
+  else return false;
+  for (const auto& [pos, v] : operands) {
+    auto it = fused_.find(v);
+    if (it == fused_.end() || it->second.group != gi) continue;
+    const bool fits = level == Level::Full ? fits_domain(gi, it->second) : is_row_shape(gi, it->second.shape);
+    if (!fits) return false;
+  }
+  Step step{&n, level == Level::Full ? next_var() : next_row_var(gi), false, {}, {}};
+  step.level = level;
+  step.phase = phase;
+  for (const auto& [pos, v] : tensor_operands(n))
+    if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
+  for (const auto& [pos, v] : operands) {
+    auto it = fused_.find(v);
+    if (it != fused_.end() && it->second.group == gi) {
+      step.fused_operands[v] = it->second.var;
+      continue;
+    }
+    if (it != fused_.end()) materialize(v);
+    auto aligned = broadcast_to(operand(v, n), out.shape);
+    if (aligned && level == Level::Reduced) aligned = row_to_domain(r, *aligned);
+    if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
+    step.loaded_operands[v] = *aligned;
+  }
+  fused_[n.name] = Fused{gi, step.var, out.shape, level, phase};
+  add_step(gi, n, std::move(step));
+  return true;
+}
+
+void Planner::add_step(int gi, const Node& n, Step step) {
+  groups_[gi].group.nodes.push_back(n.name);
+  groups_[gi].group.ops.push_back(n.op);
+  groups_[gi].steps.push_back(std::move(step));
+}
+
+// The row group that reduction n (of fused value v over `reduced`) can join: v's own group when
+// it is a row group over the same rows, or an elementwise group over v's shape that becomes
+// one (its chain is then fused into the reduction's loads); -1 for none.
+int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
+  Building& b = groups_[f.group];
+  if (f.phase >= kScanPhase) return -1;  // a scanned value exists in the final pass only
+  if (is_row_group(f.group))
+    return b.row.domain == shape && b.row.reduced == reduced && f.level == Level::Full && fits_domain(f.group, f) ? f.group : -1;
+  if (b.group.family != "elementwise" || b.group.index_shape != shape || f.shape != shape) return -1;
+  for (const std::string& node : b.group.nodes)
+    if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
+  for (const Step& s : b.steps)
+    if (s.pool || !s.node) return -1;  // read by window or copied: not an element of the row
+  b.group.family = "reduce";
+  b.row.domain = shape;
+  b.row.reduced = reduced;
+  return f.group;
+}
+
+// The row group that row op n over value v (rows along `reduced`) joins: v's own group when it
+// can take it, else the last group if it is a row group over the same rows of memory, else a
+// new one. Records how the step reads v.
+int Planner::rows_over(const Node& n, const std::string& v, const std::vector<bool>& reduced, Step& step) {
+  const std::vector<int64_t>& shape = g_.value(v).shape;
+  if (auto it = fused_.find(v); it != fused_.end()) {
+    const int gi = row_group_for(it->second, shape, reduced);
+    if (gi >= 0) {
+      step.fused_operands[v] = it->second.var;
+      return gi;
+    }
+    materialize(v);
+  }
+  const Layout& l = operand(v, n);
+  const int last = (int)groups_.size() - 1;
+  const bool join_last = last > producer_.at(l.base) && is_row_group(last) && groups_[last].row.domain == shape &&
+                         groups_[last].row.reduced == reduced;
+  std::vector<int64_t> rows;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!reduced[d]) rows.push_back(shape[d]);
+  const int gi = join_last ? last : new_group("reduce", rows);
+  groups_[gi].row.domain = shape;
+  groups_[gi].row.reduced = reduced;
+  step.loaded_operands[v] = l;
+  return gi;
+}
+
+// cumsum / cumprod along one dimension: a row group whose rows run along it, the scanned value
+// known per element in the final pass only (so no reduction of the same group can read it).
+void Planner::add_scan(const Node& n, const ValueInfo& out) {
+  check_result(n, out);
+  const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
+  if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 results");
+  if (!is_value_ref(n.args.at(0)) || constants_.count(value_ref(n.args.at(0))))
+    unsupported(n, "the input must be a computed tensor");
+  const std::string v = value_ref(n.args.at(0));
+  const std::vector<int64_t>& shape = g_.value(v).shape;
+  const json& dim = node_arg(n, 1, "dim");
+  const int64_t rank = (int64_t)shape.size();
+  int64_t d = is_number(dim) ? (int64_t)number(dim) : rank;
+  if (d < 0) d += rank;
+  if (d < 0 || d >= std::max<int64_t>(rank, 1)) unsupported(n, "dimension out of range");
+  if (rank == 0) unsupported(n, "a scan of a scalar is not lowered");
+  std::vector<bool> reduced(rank, false);
+  reduced[d] = true;
+  Step step{&n, next_var(), false, {}, {}};
+  const int gi = rows_over(n, v, reduced, step);
+  RowInfo& row = groups_[gi].row;
+  if (row.stats.empty() && row.scans.empty()) {  // a converted elementwise group: one index per row
+    groups_[gi].group.index_shape.clear();
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != d) groups_[gi].group.index_shape.push_back(shape[i]);
+  }
+  step.level = Level::Full;
+  step.phase = kScanPhase;
+  step.scan = (int)row.scans.size();
+  row.scans.push_back(n.op == "aten.cumprod.default" ? ScanKind::Prod : ScanKind::Sum);
+  fused_[n.name] = Fused{gi, step.var, out.shape, Level::Full, kScanPhase};
+  add_step(gi, n, std::move(step));
+}
+
+void Planner::add_reduction(const Node& n, const ValueInfo& out) {
+  check_result(n, out);
+  if (!is_value_ref(n.args.at(0)) || constants_.count(value_ref(n.args.at(0))))
+    unsupported(n, "the input must be a computed tensor");
+  const std::string v = value_ref(n.args.at(0));
+  const std::vector<int64_t>& shape = g_.value(v).shape;
+  std::string why;
+  const auto red = reduction_of(n, (int64_t)shape.size(), why);
+  if (!red) unsupported(n, why);
+  Step step{&n, "", false, {}, {}};
+  const int gi = rows_over(n, v, red->reduced, step);
+  if (groups_[gi].row.stats.empty()) groups_[gi].group.index_shape = out.shape;
+  RowInfo& row = groups_[gi].row;
+  const auto it = fused_.find(v);
+  RowStat stat;
+  stat.kind = red->kind;
+  stat.pass = it != fused_.end() && it->second.group == gi ? it->second.phase : 0;
+  stat.mean = red->mean;
+  if (stat.kind == StatKind::Sum && !stat.mean) online_exp_sum(gi, v, stat);
+  step.var = next_row_var(gi);
+  step.level = Level::Reduced;
+  step.phase = stat.pass + 1;
+  step.stat = (int)row.stats.size();
+  row.stats.push_back(stat);
+  row.passes = std::max(row.passes, stat.pass + 1);
+  fused_[n.name] = Fused{gi, step.var, out.shape, Level::Reduced, step.phase};
+  add_step(gi, n, std::move(step));
+}
+
+// sum(exp(a - s)) where an earlier statistic is amax(a) over the same rows and s is known when
+// that maximum is (softmax's and logsumexp's s is the maximum itself): the sum is accumulated in
+// the maximum's pass with the online rescaling, saving a pass over the data.
+void Planner::online_exp_sum(int gi, const std::string& v, RowStat& stat) {
+  const Step* e = fused_step(gi, v);
+  if (!e || !e->node || e->node->op != "aten.exp.default" || !is_value_ref(e->node->args.at(0))) return;
+  const Step* t = fused_step(gi, value_ref(e->node->args.at(0)));
+  if (!t || !t->node || t->node->op != "aten.sub.Tensor" || !node_arg(*t->node, 2, "alpha").is_null()) return;
+  const json& a = t->node->args.at(0);
+  const json& s = t->node->args.at(1);
+  if (!is_value_ref(a) || !is_value_ref(s)) return;
+  const auto shift = fused_.find(value_ref(s));
+  if (shift == fused_.end() || shift->second.group != gi || shift->second.level != Level::Reduced) return;
+  const RowInfo& row = groups_[gi].row;
+  for (const Step& st : groups_[gi].steps) {
+    if (st.stat < 0 || row.stats[st.stat].kind != StatKind::Max || value_ref(st.node->args.at(0)) != value_ref(a)) continue;
+    if (shift->second.phase > row.stats[st.stat].pass + 1) continue;
+    stat.kind = StatKind::ExpSum;
+    stat.pass = row.stats[st.stat].pass;
+    stat.partner = st.stat;
+    stat.shift = shift->second.var;
+    return;
+  }
+}
+
+// The step computing fused value v in group gi, if any.
+const Step* Planner::fused_step(int gi, const std::string& v) const {
+  const auto it = fused_.find(v);
+  if (it == fused_.end() || it->second.group != gi) return nullptr;
+  for (const Step& s : groups_[gi].steps)
+    if (s.var == it->second.var) return &s;
+  return nullptr;
+}
+
+}  // namespace fusetune

@@ -1,0 +1,132 @@
+// The planner's state while it walks the graph (plan.cpp for the walk, elementwise chains,
+// anchors and pooling; plan_rows_join.cpp for row groups: reductions and scans with the chains
+// around them). Internal to planning.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "families.h"
+#include "graph.h"
+#include "plan_build.h"
+
+namespace fusetune {
+
+int64_t numel_of(const std::vector<int64_t>& shape);
+bool is_reduction_op(const std::string& op);
+
+// A value computed inside a group and still held in a register there.
+struct Fused {
+  int group;
+  std::string var;
+  std::vector<int64_t> shape;
+  Level level = Level::Full;  // row groups: per element or per row
+  int phase = 0;              // row groups: passes before it is known
+};
+
+class Planner {
+ public:
+  explicit Planner(const Graph& g);
+
+  Plan run();
+
+ private:
+  [[noreturn]] void unsupported(const Node& n, const std::string& why);
+
+  void check_float(const std::string& value, const Node* n);
+
+  // A value read from memory by node n: only float32 tensors can be read by the kernels.
+  const Layout& operand(const std::string& v, const Node& n);
+
+  void visit(const Node& n);
+
+  // Identity and view ops produce no code: the result is the same register or a new layout.
+  void forward(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view);
+
+  // A float32 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
+  void add_constant(const Node& n);
+
+  // Tensor operands of n that live in a group or in memory (constants are inlined instead).
+  std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n);
+
+  void add_elementwise(const Node& n, const ValueInfo& out);
+
+  void add_anchor(const Node& n, const ValueInfo& out, const Family& family);
+
+  // ---- Row groups (plan_rows_join.cpp).
+
+  bool is_row_group(int gi) const { return groups_[gi].group.family == "reduce"; }
+
+  // Whether `shape` is the shape of a row of group gi, with or without the reduced dimensions kept.
+  bool is_row_shape(int gi, const std::vector<int64_t>& shape) const;
+
+  // Whether a fused value of group gi, broadcast to the domain, holds the right element for
+  // every domain element: a Full value must have the domain's own order, a Reduced one must
+  // vary along the kept dimensions only, in row order.
+  bool fits_domain(int gi, const Fused& f) const;
+
+  // Joins elementwise node n to row group gi when its result is per domain element or per row;
+  // false when it cannot (the caller then starts a new group).
+  bool join_row(int gi, const Node& n, const ValueInfo& out, const std::vector<std::pair<size_t, std::string>>& operands);
+
+  std::string next_row_var(int gi) { return "red[" + std::to_string(groups_[gi].row.n_reduced++) + "]"; }
+
+  void add_step(int gi, const Node& n, Step step);
+
+  // The row group that reduction n (of fused value v over `reduced`) can join: v's own group when
+  // it is a row group over the same rows, or an elementwise group over v's shape that becomes
+  // one (its chain is then fused into the reduction's loads); -1 for none.
+  int row_group_for(const Fused& f, const std::vector<int64_t>& shape, const std::vector<bool>& reduced);
+
+  // The row group that row op n over value v (rows along `reduced`) joins: v's own group when it
+  // can take it, else the last group if it is a row group over the same rows of memory, else a
+  // new one. Records how the step reads v.
+  int rows_over(const Node& n, const std::string& v, const std::vector<bool>& reduced, Step& step);
+
+  // cumsum / cumprod along one dimension: a row group whose rows run along it, the scanned value
+  // known per element in the final pass only (so no reduction of the same group can read it).
+  void add_scan(const Node& n, const ValueInfo& out);
+
+  void add_reduction(const Node& n, const ValueInfo& out);
+
+  // sum(exp(a - s)) where an earlier statistic is amax(a) over the same rows and s is known when
+  // that maximum is (softmax's and logsumexp's s is the maximum itself): the sum is accumulated in
+  // the maximum's pass with the online rescaling, saving a pass over the data.
+  void online_exp_sum(int gi, const std::string& v, RowStat& stat);
+
+  // The step computing fused value v in group gi, if any.
+  const Step* fused_step(int gi, const std::string& v) const;
+
+  // getitem(t, 0) of max pooling (which returns values and indices) is the pooling itself.
+  void add_getitem(const Node& n, const ValueInfo& out);
+
+  // A pooling op (node n, producing `value`) is one value of an elementwise chain that reads its
+  // input's window from memory; the chain after it fuses as after any elementwise op.
+  void add_pool(const Node& n, const std::string& value, const ValueInfo& out);
+
+  // A result stays in a register (bool for comparisons) or is a float32 tensor.
+  void check_result(const Node& n, const ValueInfo& out);
+
+  int new_group(const std::string& family, const std::vector<int64_t>& shape);
+
+  std::string next_var() { return "v" + std::to_string(var_count_++); }
+
+  // Makes a fused value an output of its group so that later groups read it from memory.
+  void materialize(const std::string& value);
+
+  // A strided layout that a view cannot reinterpret gets copied by an elementwise group.
+  Layout copy_to_memory(const Layout& src, const Node& n);
+
+  std::string materialize_output(const std::string& value);
+
+  const Graph& g_;
+  std::vector<Building> groups_;
+  std::map<std::string, Fused> fused_;
+  std::map<std::string, Layout> memory_;  // values readable from memory, as views of a base
+  std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
+  std::map<std::string, std::string> constants_;  // value -> float literal (scalar_tensor)
+  std::map<std::string, const Node*> tuples_;     // max pooling with indices, until getitem
+  int var_count_ = 0;
+};
+
+}  // namespace fusetune
