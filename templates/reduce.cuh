@@ -41,28 +41,8 @@ template <class Op> __device__ __forceinline__ float stat_identity(int i) {
   return kind == kStatMax ? -__int_as_float(0x7f800000) : kind == kStatMin ? __int_as_float(0x7f800000) : 0.f;
 }
 
-// Folds one element's values v into the statistics of pass P. An ExpSum is folded before its
-// Max (higher index first) so that it sees the maximum before this element.
-template <class Op, int P, int MATH>
-__device__ __forceinline__ void fold(float* acc, const float* v) {
-#pragma unroll
-  for (int i = Op::kStats - 1; i >= 0; --i) {
-    if (Op::stat_pass(i) != P) continue;
-    const int kind = Op::stat_kind(i);
-    if (kind == kStatSum) {
-      acc[i] += v[i];
-    } else if (kind == kStatMax) {
-      acc[i] = max_nan(acc[i], v[i]);
-    } else if (kind == kStatMin) {
-      acc[i] = min_nan(acc[i], v[i]);
-    } else {
-      const float m = acc[Op::stat_partner(i)], mn = max_nan(m, v[i]);
-      acc[i] = acc[i] * exp_rescale<MATH>(m, mn) + exp_rescale<MATH>(v[i], mn);
-    }
-  }
-}
-
-// Merges another partial set of statistics of pass P into acc.
+// Merges another partial set of statistics of pass P into acc. An ExpSum is merged before its
+// Max (higher index first) so that it sees both maxima before they are combined.
 template <class Op, int P, int MATH>
 __device__ __forceinline__ void merge(float* acc, const float* other) {
 #pragma unroll
@@ -81,6 +61,16 @@ __device__ __forceinline__ void merge(float* acc, const float* other) {
       acc[i] = acc[i] * exp_rescale<MATH>(acc[p], mn) + other[i] * exp_rescale<MATH>(other[p], mn);
     }
   }
+}
+
+// Folds one element's values v into the statistics of pass P: the element is a partial set of
+// its own (an ExpSum of one element is exp(v - v) = 1, its maximum v).
+template <class Op, int P, int MATH>
+__device__ __forceinline__ void fold(float* acc, const float* v) {
+  float one[Op::kStats];
+#pragma unroll
+  for (int i = 0; i < Op::kStats; ++i) one[i] = Op::stat_kind(i) == kStatExpSum ? 1.f : v[i];
+  merge<Op, P, MATH>(acc, one);
 }
 
 template <class Op> __device__ __forceinline__ void init_stats(float* acc) {

@@ -42,7 +42,10 @@ torch::Tensor g0(const torch::Tensor& x, const torch::Tensor& p_fc_weight, const
   args.ptr[5] = scratch.data_ptr<float>();
   static std::map<int, torch::Tensor> workspaces;  // one per device, allocated once
   torch::Tensor& workspace = workspaces[x.get_device()];
-  if (!workspace.defined()) workspace = torch::empty({33554432}, x.options().dtype(torch::kUInt8));
+  if (!workspace.defined()) {
+    workspace = torch::empty({33554432}, x.options().dtype(torch::kUInt8));
+    C10_CUDA_CHECK(cudaMemsetAsync(workspace.data_ptr(), 0, 33554432, at::cuda::getCurrentCUDAStream()));
+  }
   args.ptr[6] = static_cast<float*>(workspace.data_ptr());
   args.numel = 8388608;
   args.m = 4096; args.n = 2048; args.k = 2048; args.batch = 1;

@@ -167,23 +167,30 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
                     numel_of(out.shape) == groups_[target].group.numel();
   if (!join) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
-  for (const auto& [pos, v] : tensor_operands(n))
-    if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
-  for (const auto& [pos, v] : operands) {
-    auto it = fused_.find(v);
-    if (it != fused_.end() && it->second.group == target) {
-      step.fused_operands[v] = it->second.var;
-      continue;
-    }
-    if (it != fused_.end()) materialize(v);
-    auto aligned = broadcast_to(operand(v, n), out.shape);
-    if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
-    step.loaded_operands[v] = *aligned;
-  }
+  resolve_operands(n, target, out.shape, operands, nullptr, step);
   fused_[n.name] = Fused{target, step.var, out.shape};
   groups_[target].group.nodes.push_back(n.name);
   groups_[target].group.ops.push_back(n.op);
   groups_[target].steps.push_back(std::move(step));
+}
+
+void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>& shape,
+                               const std::vector<std::pair<size_t, std::string>>& operands, const RowInfo* per_row,
+                               Step& step) {
+  for (const auto& [pos, v] : tensor_operands(n))
+    if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
+  for (const auto& [pos, v] : operands) {
+    auto it = fused_.find(v);
+    if (it != fused_.end() && it->second.group == gi) {
+      step.fused_operands[v] = it->second.var;
+      continue;
+    }
+    if (it != fused_.end()) materialize(v);
+    auto aligned = broadcast_to(operand(v, n), shape);
+    if (aligned && per_row) aligned = row_to_domain(*per_row, *aligned);
+    if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
+    step.loaded_operands[v] = *aligned;
+  }
 }
 
 void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& family) {

@@ -94,20 +94,7 @@ bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::v
   Step step{&n, level == Level::Full ? next_var() : next_row_var(gi), false, {}, {}};
   step.level = level;
   step.phase = phase;
-  for (const auto& [pos, v] : tensor_operands(n))
-    if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
-  for (const auto& [pos, v] : operands) {
-    auto it = fused_.find(v);
-    if (it != fused_.end() && it->second.group == gi) {
-      step.fused_operands[v] = it->second.var;
-      continue;
-    }
-    if (it != fused_.end()) materialize(v);
-    auto aligned = broadcast_to(operand(v, n), out.shape);
-    if (aligned && level == Level::Reduced) aligned = row_to_domain(r, *aligned);
-    if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
-    step.loaded_operands[v] = *aligned;
-  }
+  resolve_operands(n, gi, out.shape, operands, level == Level::Reduced ? &r : nullptr, step);
   fused_[n.name] = Fused{gi, step.var, out.shape, level, phase};
   add_step(gi, n, std::move(step));
   return true;

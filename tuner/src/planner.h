@@ -51,6 +51,12 @@ class Planner {
 
   void add_elementwise(const Node& n, const ValueInfo& out);
 
+  // How step (node n, result `shape`, joining group gi) reaches each operand: a constant, a
+  // variable of gi, or a load aligned to the shape (per_row: then viewed over that row group's
+  // domain); values fused elsewhere are written to memory first.
+  void resolve_operands(const Node& n, int gi, const std::vector<int64_t>& shape,
+                        const std::vector<std::pair<size_t, std::string>>& operands, const RowInfo* per_row, Step& step);
+
   void add_anchor(const Node& n, const ValueInfo& out, const Family& family);
 
   // ---- Row groups (plan_rows_join.cpp).

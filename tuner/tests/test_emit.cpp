@@ -108,5 +108,36 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(g5_binding.find("cudaMemsetAsync(workspace.data_ptr(), 0, 2052,"), std::string::npos) << g5_binding;
 }
 
+// The committed extension sources and model_new.py are what the generator writes for the
+// committed results/best.json (so that README's claim holds and no hand edit drifts).
+TEST(Emit, CommittedSourcesAreTheGeneratorsOutput) {
+  char tmpl[] = "/tmp/fusetune_committed_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string home = fusetune_home();
+  Options o;
+  o.model = path_join(dir, "model.py");
+  write_file_atomic(o.model, read_file(path_join(home, "model.py")));
+  o.out = dir;
+  validate(o);
+  const Graph g = capture_model(o);
+  const Plan plan = plan_graph(g);
+  const json best = json::parse(read_file(path_join(home, "results/best.json")));
+  std::map<std::string, KernelChoice> kernels;
+  for (const json& gr : best.at("groups"))
+    kernels[gr.at("id")] = KernelChoice{gr.at("kernel_family").get<std::string>(), gr.at("template").get<std::string>()};
+  emit_extension(g, plan, dir, o.model, kernels);
+  const std::vector<std::string> sources = list_files(path_join(home, "extension/kernels"), ".cu");
+  ASSERT_FALSE(sources.empty());
+  for (const std::string& name : sources) {
+    const std::string id = name.substr(0, name.size() - 3);
+    EXPECT_EQ(read_file(path_join(dir, "extension/kernels/" + name)), read_file(path_join(home, "extension/kernels/" + name)))
+        << name;
+    EXPECT_EQ(read_file(path_join(dir, "extension/kernels/" + id + "_binding.cpp")),
+              read_file(path_join(home, "extension/kernels/" + id + "_binding.cpp")))
+        << id;
+  }
+  EXPECT_EQ(read_file(path_join(dir, "model_new.py")), read_file(path_join(home, "model_new.py")));
+}
+
 }  // namespace
 }  // namespace fusetune
