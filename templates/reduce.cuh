@@ -1,4 +1,4 @@
-// Row kernels: reductions (sum, mean, max, min) over any dimensions with the elementwise chain
+// Row kernels: reductions (sum, mean, max, min, prod) over any dimensions with the elementwise chain
 // before them fused into their loads and the chain after them fused, both at the reduced shape
 // and again over every element of the row (softmax's division, a norm's scaling). Every tensor
 // is a view over the domain with the kept dimensions first (Op::kKeptRank of them, one row per
@@ -21,7 +21,7 @@
 
 namespace fusetune {
 
-enum : int { kStatSum = 0, kStatMax = 1, kStatMin = 2, kStatExpSum = 3 };
+enum : int { kStatSum = 0, kStatMax = 1, kStatMin = 2, kStatExpSum = 3, kStatProd = 4 };
 
 __device__ __forceinline__ float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -38,7 +38,8 @@ template <int MATH> __device__ __forceinline__ float expsum_value(float s, float
 
 template <class Op> __device__ __forceinline__ float stat_identity(int i) {
   const int kind = Op::stat_kind(i);
-  return kind == kStatMax ? -__int_as_float(0x7f800000) : kind == kStatMin ? __int_as_float(0x7f800000) : 0.f;
+  return kind == kStatMax ? -__int_as_float(0x7f800000) : kind == kStatMin ? __int_as_float(0x7f800000)
+                          : kind == kStatProd ? 1.f : 0.f;
 }
 
 // Merges another partial set of statistics of pass P into acc. An ExpSum is merged before its
@@ -51,6 +52,8 @@ __device__ __forceinline__ void merge(float* acc, const float* other) {
     const int kind = Op::stat_kind(i);
     if (kind == kStatSum) {
       acc[i] += other[i];
+    } else if (kind == kStatProd) {
+      acc[i] *= other[i];
     } else if (kind == kStatMax) {
       acc[i] = max_nan(acc[i], other[i]);
     } else if (kind == kStatMin) {

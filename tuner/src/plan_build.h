@@ -19,7 +19,7 @@ namespace fusetune {
 enum class Level { Full, Reduced };
 
 // How a row group's reduction statistic accumulates (the numbering of templates/reduce.cuh).
-enum class StatKind { Sum = 0, Max = 1, Min = 2, ExpSum = 3 };
+enum class StatKind { Sum = 0, Max = 1, Min = 2, ExpSum = 3, Prod = 4 };
 enum class ScanKind { Sum = 0, Prod = 1 };
 // The phase of a scanned value and what depends on it: known in the final pass over a row only.
 constexpr int kScanPhase = 1 << 20;

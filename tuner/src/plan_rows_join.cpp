@@ -12,7 +12,8 @@ namespace fusetune {
 
 bool is_reduction_op(const std::string& op) {
   return op == "aten.sum.dim_IntList" || op == "aten.sum.default" || op == "aten.mean.dim" ||
-         op == "aten.mean.default" || op == "aten.amax.default" || op == "aten.amin.default";
+         op == "aten.mean.default" || op == "aten.amax.default" || op == "aten.amin.default" ||
+         op == "aten.prod.dim_int" || op == "aten.prod.default";
 }
 
 namespace {
@@ -27,9 +28,13 @@ struct Reduction {
 std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& why) {
   const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
   if (!dtype.is_null() && dtype.value("dtype", "") != "float32") { why = "only float32 results"; return std::nullopt; }
-  const bool everything = n.op == "aten.sum.default" || n.op == "aten.mean.default";
-  const json& dims = everything ? json() : node_arg(n, 1, "dim");
-  Reduction r{n.op == "aten.amax.default" ? StatKind::Max : n.op == "aten.amin.default" ? StatKind::Min : StatKind::Sum,
+  const bool everything = n.op == "aten.sum.default" || n.op == "aten.mean.default" || n.op == "aten.prod.default";
+  json dims = everything ? json() : node_arg(n, 1, "dim");
+  if (is_number(dims)) dims = json::array({dims});  // prod.dim_int takes one dimension
+  const StatKind kind = n.op == "aten.amax.default" ? StatKind::Max
+                        : n.op == "aten.amin.default" ? StatKind::Min
+                        : n.op.rfind("aten.prod.", 0) == 0 ? StatKind::Prod : StatKind::Sum;
+  Reduction r{kind,
               n.op.rfind("aten.mean.", 0) == 0, std::vector<bool>(rank, dims.is_null() || (dims.is_array() && dims.empty()))};
   for (const json& d : dims.is_array() ? dims : json::array()) {
     if (!is_number(d)) { why = "dimensions must be constants"; return std::nullopt; }

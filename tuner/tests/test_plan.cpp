@@ -273,6 +273,18 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
 }
 
+// prod over one dimension (prod.dim_int takes a single int) is a statistic of its own kind.
+TEST(Plan, ProdOverOneDimension) {
+  Graph g = G().value("x", {4, 6}, "input")
+                .node("p", "aten.prod.dim_int", std::vector<json>{G::ref("x"), 1}, {4})
+                .build({"p"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].k, 6);
+  EXPECT_NE(p.groups[0].op_struct.find("stat_kind(int i) { return i == 0 ? 4 : -1; }"), std::string::npos)
+      << p.groups[0].op_struct;
+}
+
 // cumsum: a row group along the scanned dimension, the chains before and after it fused; the
 // scanned value exists in the final pass only, so a reduction of it starts a new group.
 TEST(Plan, CumsumIsARowGroupWithAScan) {

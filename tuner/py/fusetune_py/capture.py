@@ -168,12 +168,24 @@ def _group_norm(x, weight, bias, n, c, hw, group, eps):
     return out.view(x.shape), mean.view(n, group), rstd.view(n, group)
 
 
+def _var(x, dim=None, *, correction=None, keepdim=False):
+    """var (and so std) as mean, then the sum of squared deviations over n - correction."""
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    centred = x - x.mean(dims, keepdim=True)
+    return (centred * centred).sum(dims, keepdim=keepdim) / float(max(n - (1 if correction is None else correction), 0))
+
+
 def decompositions():
-    """Core ATen, plus softmax, log_softmax, layer norm and group norm written out in
-    reductions and elementwise ops, which the planner fuses back into one row group each."""
+    """Core ATen, plus softmax, log_softmax, vector norms, var, layer norm and group norm written
+    out in reductions and elementwise ops, which the planner fuses back into one row group each."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
-    table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax]))
+    table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
+                                     torch.ops.aten.linalg_vector_norm]))
+    table[torch.ops.aten.var.correction] = _var
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm
     table[torch.ops.aten.native_group_norm.default] = _group_norm
     return table

@@ -167,6 +167,7 @@ GPU_FAMILY_PLANS = {
     "pool_max2d_dilated.py": ["elementwise"],
     "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
     "rows_scans.py": ["reduce", "reduce", "reduce"],
+    "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
 }
 
