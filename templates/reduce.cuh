@@ -193,6 +193,17 @@ template <class Op> struct Row {
     }
   }
 
+  // x[u] = the V elements at e0 + u * BLOCK * V, for those before `end` (ILP loads in flight).
+  template <int BLOCK, int ILP, int V>
+  __device__ __forceinline__ void load_chunk(const KernelArgs& a, long long e0, long long end,
+                                             float (&x)[ILP][V][Op::kIn]) const {
+#pragma unroll
+    for (int u = 0; u < ILP; ++u) {
+      const long long e = e0 + (long long)u * BLOCK * V;
+      if (e < end) load<V>(a, e, x[u]);
+    }
+  }
+
   // Computes and stores the Full outputs of elements e .. e + V - 1, given the scans there.
   template <int V, int MATH>
   __device__ __forceinline__ void store(const KernelArgs& a, long long e, const float (&x)[V][Op::kIn],
@@ -251,11 +262,7 @@ __device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& r
                                            float* acc) {
   for (long long e0 = begin + (long long)threadIdx.x * V; e0 < end; e0 += (long long)BLOCK * V * ILP) {
     float x[ILP][V][Op::kIn];
-#pragma unroll
-    for (int u = 0; u < ILP; ++u) {
-      const long long e = e0 + (long long)u * BLOCK * V;
-      if (e < end) row.template load<V>(a, e, x[u]);
-    }
+    row.template load_chunk<BLOCK, ILP, V>(a, e0, end, x);
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;
@@ -283,11 +290,7 @@ __device__ __forceinline__ void block_store(const KernelArgs& a, Row<Op>& row, f
   for (long long base = 0; base < n; base += (long long)BLOCK * V * ILP) {
     const long long e0 = base + (long long)threadIdx.x * V;
     float x[ILP][V][Op::kIn];
-#pragma unroll
-    for (int u = 0; u < ILP; ++u) {
-      const long long e = e0 + (long long)u * BLOCK * V;
-      if (e < n) row.template load<V>(a, e, x[u]);
-    }
+    row.template load_chunk<BLOCK, ILP, V>(a, e0, n, x);
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;

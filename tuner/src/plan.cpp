@@ -169,9 +169,7 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   Step step{&n, next_var(), false, {}, {}};
   resolve_operands(n, target, out.shape, operands, nullptr, step);
   fused_[n.name] = Fused{target, step.var, out.shape};
-  groups_[target].group.nodes.push_back(n.name);
-  groups_[target].group.ops.push_back(n.op);
-  groups_[target].steps.push_back(std::move(step));
+  add_step(target, n.name, n.op, std::move(step));
 }
 
 void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>& shape,
@@ -207,9 +205,13 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
   if (!family.plan_anchor(n, out.shape, layout_of, b.group, b.a, b.b, step.loaded_operands, why))
     unsupported(n, why);
   fused_[n.name] = Fused{gi, step.var, out.shape};
-  b.group.nodes.push_back(n.name);
-  b.group.ops.push_back(n.op);
-  b.steps.push_back(std::move(step));
+  add_step(gi, n.name, n.op, std::move(step));
+}
+
+void Planner::add_step(int gi, const std::string& value, const std::string& op, Step step) {
+  groups_[gi].group.nodes.push_back(value);
+  groups_[gi].group.ops.push_back(op);
+  groups_[gi].steps.push_back(std::move(step));
 }
 
 // getitem(t, 0) of max pooling (which returns values and indices) is the pooling itself.
@@ -242,9 +244,7 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
   Step step{&n, next_var(), false, {}, {{v, in}}};
   step.pool = std::move(*pool);
   fused_[value] = Fused{target, step.var, out.shape};
-  groups_[target].group.nodes.push_back(value);
-  groups_[target].group.ops.push_back(n.op);
-  groups_[target].steps.push_back(std::move(step));
+  add_step(target, value, n.op, std::move(step));
 }
 
 // A result stays in a register (bool for comparisons) or is a float32 tensor.
@@ -279,10 +279,9 @@ Layout Planner::copy_to_memory(const Layout& src, const Node& n) {
   const int gi = new_group("elementwise", src.sizes);
   Step step{&n, next_var(), false, {}, {{src.base, src}}};
   step.node = nullptr;  // an identity step: the variable is the loaded operand
-  groups_[gi].steps.push_back(std::move(step));
-  groups_[gi].group.nodes.push_back(name);
-  groups_[gi].group.ops.push_back("copy");
-  groups_[gi].group.outputs.push_back(GroupOutput{name, groups_[gi].steps.back().var, src.sizes});
+  const std::string var = step.var;
+  add_step(gi, name, "copy", std::move(step));
+  groups_[gi].group.outputs.push_back(GroupOutput{name, var, src.sizes});
   memory_[name] = Layout::contiguous(name, src.sizes);
   producer_[name] = gi;
   return memory_[name];

@@ -101,14 +101,8 @@ bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::v
   step.phase = phase;
   resolve_operands(n, gi, out.shape, operands, level == Level::Reduced ? &r : nullptr, step);
   fused_[n.name] = Fused{gi, step.var, out.shape, level, phase};
-  add_step(gi, n, std::move(step));
+  add_step(gi, n.name, n.op, std::move(step));
   return true;
-}
-
-void Planner::add_step(int gi, const Node& n, Step step) {
-  groups_[gi].group.nodes.push_back(n.name);
-  groups_[gi].group.ops.push_back(n.op);
-  groups_[gi].steps.push_back(std::move(step));
 }
 
 // The row group that reduction n (of fused value v over `reduced`) can join: v's own group when
@@ -188,7 +182,7 @@ void Planner::add_scan(const Node& n, const ValueInfo& out) {
   step.scan = (int)row.scans.size();
   row.scans.push_back(n.op == "aten.cumprod.default" ? ScanKind::Prod : ScanKind::Sum);
   fused_[n.name] = Fused{gi, step.var, out.shape, Level::Full, kScanPhase};
-  add_step(gi, n, std::move(step));
+  add_step(gi, n.name, n.op, std::move(step));
 }
 
 void Planner::add_reduction(const Node& n, const ValueInfo& out) {
@@ -217,7 +211,7 @@ void Planner::add_reduction(const Node& n, const ValueInfo& out) {
   row.stats.push_back(stat);
   row.passes = std::max(row.passes, stat.pass + 1);
   fused_[n.name] = Fused{gi, step.var, out.shape, Level::Reduced, step.phase};
-  add_step(gi, n, std::move(step));
+  add_step(gi, n.name, n.op, std::move(step));
 }
 
 // sum(exp(a - s)) where an earlier statistic is amax(a) over the same rows and s is known when

@@ -77,7 +77,8 @@ class Planner {
 
   std::string next_row_var(int gi) { return "red[" + std::to_string(groups_[gi].row.n_reduced++) + "]"; }
 
-  void add_step(int gi, const Node& n, Step step);
+  // Appends a step computing `value` (by op) to group gi.
+  void add_step(int gi, const std::string& value, const std::string& op, Step step);
 
   // The row group that reduction n (of fused value v over `reduced`) can join: v's own group when
   // it is a row group over the same rows, or an elementwise group over v's shape that becomes
