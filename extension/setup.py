@@ -16,14 +16,32 @@ os.environ["TORCH_CUDA_ARCH_LIST"] = cc[:-1] + "." + cc[-1]
 os.chdir(here)
 sources = ["binding.cpp"] + sorted(glob.glob("kernels/*_binding.cpp")) + sorted(glob.glob("kernels/*.cu"))
 
+
+def cudnn_flags():
+    """Convolution groups run a baked cuDNN engine: link the cuDNN that PyTorch loads (its
+    nvidia-cudnn wheel when it has one, else the toolkit's)."""
+    try:
+        import nvidia.cudnn
+        root = nvidia.cudnn.__path__[0]
+        lib = os.path.join(root, "lib")
+        return [os.path.join(root, "include")], [lib], [], ["-l:libcudnn.so.9"]
+    except ImportError:
+        return [], [], ["cudnn"], []
+
+
+cudnn_include, cudnn_lib_dirs, cudnn_libraries, cudnn_link = cudnn_flags()
+
 setup(
     name="cuda_extension",
     ext_modules=[
         CUDAExtension(
             "cuda_extension",
             sources,
-            include_dirs=[os.path.join(here, "kernels")] + templates,
-            libraries=["cublasLt"],  # GEMM groups tuned to a cuBLASLt algorithm; resolves to PyTorch's own copy
+            include_dirs=[os.path.join(here, "kernels")] + templates + cudnn_include,
+            library_dirs=cudnn_lib_dirs,
+            # GEMM groups tuned to a cuBLASLt algorithm; resolves to PyTorch's own copy, as cuDNN does
+            libraries=["cublasLt"] + cudnn_libraries,
+            extra_link_args=cudnn_link,
             extra_compile_args={"cxx": ["-O3", "-std=c++17"], "nvcc": ["-O3", "-std=c++17"]},
         )
     ],

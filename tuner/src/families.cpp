@@ -12,10 +12,12 @@ const Family& reduce_thread_family();
 const Family& reduce_split_family();
 const Family& cublaslt_tf32_family();
 const Family& cublaslt_fp32_family();
+const Family& cudnn_tf32_family();
+const Family& cudnn_fp32_family();
 
 std::vector<const Family*> all_families() {
   return {&elementwise_family(), &gemm_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family(), &reduce_family(),
-          &reduce_thread_family(), &reduce_split_family()};
+          &reduce_thread_family(), &reduce_split_family(), &cudnn_tf32_family(), &cudnn_fp32_family()};
 }
 
 std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused) {
@@ -33,6 +35,12 @@ const Family& family_by_name(const std::string& name) {
   for (const Family* f : all_families())
     if (f->name() == name) return *f;
   FT_THROW("unknown kernel family " + name);
+}
+
+const Family& planner_family(const std::string& group_family) {
+  for (const Family* f : all_families())
+    if (f->group_family() == group_family) return *f;
+  FT_THROW("no kernel family runs " + group_family + " groups");
 }
 
 const Family* family_anchoring(const std::string& op) {

@@ -79,6 +79,9 @@ class Family {
 };
 
 const Family& family_by_name(const std::string& name);
+// The first family running groups of planner family `group_family`: its rules (anchor, FLOPs)
+// are every such family's.
+const Family& planner_family(const std::string& group_family);
 const Family* family_anchoring(const std::string& op);
 // Every family whose kernels can run group g (they compete in its search); `refused` gets
 // "family: why" for each one of the group's planner family that cannot.

@@ -36,6 +36,8 @@ Graph Graph::from_json(const json& j) {
   g.torch_version = j.value("torch_version", "");
   if (j.contains("libraries") && j.at("libraries").value("cublaslt", json()).is_string())
     g.cublaslt_path = j.at("libraries").at("cublaslt").get<std::string>();
+  if (j.contains("libraries") && j.at("libraries").value("cudnn", json()).is_string())
+    g.cudnn_path = j.at("libraries").at("cudnn").get<std::string>();
   g.seed = j.value("seed", 0);
   for (const auto& [name, v] : j.at("values").items()) {
     ValueInfo info;

@@ -38,6 +38,7 @@ struct Graph {
   json init_signature;  // {"def": "(self, a, b)", "call": "a, b"} of Model.__init__
   std::string torch_version;
   std::string cublaslt_path;  // the cuBLASLt library PyTorch loaded at capture ("" when none)
+  std::string cudnn_path;     // the same for cuDNN
   int64_t seed = 0;
   std::map<std::string, ValueInfo> values;
   std::vector<Node> nodes;

@@ -12,6 +12,7 @@
 
 #include "compile.h"
 #include "cublaslt.h"
+#include "cudnn_group.h"
 #include "driver.h"
 #include "error.h"
 #include "families.h"
@@ -57,9 +58,12 @@ class Worker {
   json check_outputs();
   double measure_bandwidth();
   CUresult launch(CUfunction f, const json& cand, const KernelArgs& args, CUstream stream);
-  // The library part of a candidate: returns how to run it, or sets `unavailable` / throws.
-  std::function<CUresult(CUstream)> library_run(const json& call, json& result, std::string& unavailable);
+  // The library part of a candidate (cuBLASLt or cuDNN), writing to `out`: returns how to run
+  // it, or sets `unavailable` / throws.
+  std::function<CUresult(CUstream)> library_run(const json& cand, float* out, json& result, std::string& unavailable);
+  std::function<CUresult(CUstream)> cublaslt_run(const json& call, float* out, json& result, std::string& unavailable);
   void setup_cublaslt();
+  std::string library_error() const;
 
   json job_;
   Group group_;
@@ -84,7 +88,16 @@ class Worker {
   std::unique_ptr<DeviceBuffer> lt_workspace_, product_;
   std::map<bool, LtMode> lt_modes_;
   cublasStatus_t lt_status_ = CUBLAS_STATUS_SUCCESS;
+  std::unique_ptr<CudnnGroup> dnn_;  // made when the first cuDNN candidate comes
 };
+
+// The library call of a candidate (null when it has none); its output_slot is < 0 when the
+// library writes a product buffer that the candidate's kernel (its epilogue pass) then reads.
+const json* library_call_of(const json& cand) {
+  for (const char* name : {"cublaslt", "cudnn"})
+    if (cand.contains(name)) return &cand.at(name);
+  return nullptr;
+}
 
 void Worker::setup_cublaslt() {
   lt_ = &cublaslt_api(job_.value("cublaslt_path", ""));
@@ -116,14 +129,26 @@ json algo_config(const CublasLt& lt, const cublasLtMatmulAlgo_t& algo) {
   return out;
 }
 
-std::function<CUresult(CUstream)> Worker::library_run(const json& call, json& result, std::string& unavailable) {
-  const json& c = call.at("cublaslt");
+std::function<CUresult(CUstream)> Worker::library_run(const json& cand, float* out, json& result, std::string& unavailable) {
+  if (cand.contains("cublaslt")) return cublaslt_run(cand.at("cublaslt"), out, result, unavailable);
+  const json& c = cand.at("cudnn");
+  if (!dnn_) dnn_ = std::make_unique<CudnnGroup>(job_.value("cudnn_path", ""), group_, args_);
+  json library;
+  auto run = dnn_->prepare(c.at("tf32").get<bool>(), c.at("engine").get<int>(), out, library, unavailable);
+  if (!library.is_null()) result["library"] = library;
+  return run;
+}
+
+std::string Worker::library_error() const {
+  if (lt_status_ != CUBLAS_STATUS_SUCCESS) return "cuBLASLt status " + std::to_string((int)lt_status_);
+  return dnn_ ? dnn_->error() : "";
+}
+
+std::function<CUresult(CUstream)> Worker::cublaslt_run(const json& c, float* out, json& result, std::string& unavailable) {
   if (!lt_) setup_cublaslt();
   const bool tf32 = c.at("tf32").get<bool>();
-  const int index = c.at("algo").get<int>(), out_slot = c.at("output_slot").get<int>();
+  const int index = c.at("algo").get<int>();
   const int bias_slot = c.at("bias_slot").get<int>();
-  if (out_slot < 0 && !product_) product_ = std::make_unique<DeviceBuffer>((size_t)group_.numel() * sizeof(float));
-  float* out = out_slot >= 0 ? args_.ptr[out_slot] : reinterpret_cast<float*>(product_->ptr);
   const float* bias = bias_slot >= 0 ? args_.ptr[bias_slot] : nullptr;
   LtMode& mode = lt_modes_[tf32];  // the group's epilogue and output are the same for every candidate
   if (!mode.gemm) {
@@ -307,16 +332,20 @@ void Worker::run_candidate(const json& cand) {
                                             std::to_string(max_threads) + " (registers: " + std::to_string(regs) + ")");
     }
   }
-  // A library call (cuBLASLt) computes the product; the kernel, if any, is its epilogue pass and
-  // reads the product from the B operand's slot (templates/gemm_epilogue.cuh).
+  // A library call (cuBLASLt, cuDNN) computes the product; the kernel, if any, is its epilogue
+  // pass and reads the product from the B operand's slot (templates/gemm_epilogue.cuh).
   std::function<CUresult(CUstream)> library;
   KernelArgs kernel_args = args_;
-  const bool product_pass = cand.contains("cublaslt") && cand["cublaslt"]["output_slot"].get<int>() < 0;
-  if (cand.contains("cublaslt")) {
+  const json* call = library_call_of(cand);
+  const int out_slot = call ? call->at("output_slot").get<int>() : -1;
+  const bool product_pass = call && out_slot < 0;
+  if (product_pass && !product_) product_ = std::make_unique<DeviceBuffer>((size_t)group_.numel() * sizeof(float));
+  if (call) {
     std::string unavailable;
-    library = library_run(cand, result, unavailable);
+    float* out = product_pass ? reinterpret_cast<float*>(product_->ptr) : args_.ptr[out_slot];
+    library = library_run(cand, out, result, unavailable);
     if (!library) return finish("unavailable", unavailable);
-    if (product_pass) kernel_args.ptr[1] = reinterpret_cast<float*>(product_->ptr);
+    if (product_pass) kernel_args.ptr[1] = out;
   }
   // A kernel's own workspace (zeroed, as the extension's is when it is allocated), after the slots.
   std::unique_ptr<DeviceBuffer> workspace;
@@ -333,7 +362,8 @@ void Worker::run_candidate(const json& cand) {
     return r;
   };
   auto launch_error = [&](CUresult r) {
-    return lt_status_ != CUBLAS_STATUS_SUCCESS ? "cuBLASLt status " + std::to_string((int)lt_status_) : cu_error_name(r);
+    const std::string library = library_error();
+    return library.empty() ? cu_error_name(r) : library;
   };
   // Correctness: poisoned outputs, one run, compare.
   for (const auto& o : outputs_) CU_CHECK(cuMemsetD32_v2(o->ptr, 0x7fc00000u, o->bytes / 4));

@@ -178,6 +178,7 @@ Searched search_all(const Options& o, const Paths& p) {
   ctx.tensors_dir = p.tensors;
   ctx.arch = o.arch;
   ctx.cublaslt_path = g.cublaslt_path;
+  ctx.cudnn_path = g.cudnn_path;
   ctx.data_key = data_key;
   ctx.device = json{{"name", dev.name}};
   // A search resumed wholly from the journal starts no worker: reuse what the last one measured.

@@ -197,7 +197,7 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
     if (constants_.count(v)) unsupported(n, "a constant tensor as the operand of " + family.name() + " is not supported");
     if (fused_.count(v)) materialize(v);
   }
-  const int gi = new_group(family.name(), out.shape);
+  const int gi = new_group(family.group_family(), out.shape);
   Building& b = groups_[gi];
   Step step{&n, next_var(), true, {}, {}};
   auto layout_of = [&](const std::string& v) -> const Layout& { return operand(v, n); };
@@ -314,6 +314,22 @@ int64_t Group::bytes_moved(const std::map<std::string, int64_t>& value_numel) co
   return bytes;
 }
 
+json ConvParams::to_json() const {
+  return json{{"transposed", transposed}, {"groups", groups}, {"stride", stride}, {"padding", padding},
+              {"dilation", dilation}, {"output_padding", output_padding}};
+}
+
+ConvParams ConvParams::from_json(const json& j) {
+  ConvParams c;
+  c.transposed = j.at("transposed").get<bool>();
+  c.groups = j.at("groups").get<int64_t>();
+  c.stride = j.at("stride").get<std::vector<int64_t>>();
+  c.padding = j.at("padding").get<std::vector<int64_t>>();
+  c.dilation = j.at("dilation").get<std::vector<int64_t>>();
+  c.output_padding = j.at("output_padding").get<std::vector<int64_t>>();
+  return c;
+}
+
 json Group::to_json() const {
   json j;
   j["id"] = id;
@@ -322,6 +338,7 @@ json Group::to_json() const {
   j["ops"] = ops;
   j["index_shape"] = index_shape;
   if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}, {"bias_slot", bias_slot}};
+  if (family == "conv") j["conv"] = conv.to_json();
   if (family == "reduce")
     j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs}};
   j["slots"] = json::array();
@@ -346,6 +363,7 @@ Group Group::from_json(const json& j) {
     g.m = m.at("m"); g.n = m.at("n"); g.k = m.at("k"); g.batch = m.at("batch");
     g.bias_slot = m.value("bias_slot", -1);
   }
+  if (j.contains("conv")) g.conv = ConvParams::from_json(j.at("conv"));
   if (j.contains("reduce")) {
     const json& r = j.at("reduce");
     g.m = r.at("outputs");

@@ -27,9 +27,19 @@ struct GroupOutput {
   std::vector<int64_t> shape;
 };
 
+// torch's convolution arguments besides its tensors (a conv group's anchor).
+struct ConvParams {
+  bool transposed = false;
+  int64_t groups = 1;
+  std::vector<int64_t> stride, padding, dilation, output_padding;  // one per spatial dimension
+
+  json to_json() const;
+  static ConvParams from_json(const json& j);
+};
+
 struct Group {
   std::string id;      // g0, g1, ... in execution order
-  std::string family;  // elementwise, gemm
+  std::string family;  // elementwise, gemm, reduce, conv
   std::vector<std::string> nodes;
   std::vector<std::string> ops;
   std::vector<int64_t> index_shape;
@@ -37,6 +47,7 @@ struct Group {
   std::vector<GroupOutput> outputs;
   int64_t m = 0, n = 0, k = 0, batch = 0;  // gemm only
   int bias_slot = -1;  // gemm: slot of a per-column bias that a library may add inside the product
+  ConvParams conv;     // conv only: x in slot 0, the weight in slot 1
   // reduce: statistics per row, passes over each row, outputs per element (besides per row)
   int stats = 0, passes = 0, full_outputs = 0;
   int full_slot = 0, n_full = 0, out_slot = 0;  // slot ranges the templates load/store

@@ -87,7 +87,7 @@ Group finalize_group(Building& b) {
         if (a.is_string()) return a.get<std::string>();
         return "";
       };
-      expr = s.anchor ? family_by_name(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
+      expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
       if (s.anchor) {
         if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {
           gr.bias_slot = slot_of(*bias, Access::Strided);

@@ -30,7 +30,7 @@ namespace {
 // Each candidate's floor: its FLOPs at the peak of its precision (fp32 FMA or TF32 tensor cores)
 // or its bytes at the copy rate, whichever is larger; the group's is its winner's.
 void add_roofline(json& group, const Group& g, const json& device, const std::map<std::string, int64_t>& numel) {
-  const Family& f = family_by_name(g.family);
+  const Family& f = planner_family(g.family);
   const double flops = f.flops(g), bytes = (double)g.bytes_moved(numel);
   const double bw = device.value("copy_bandwidth_gbps", 0.0) * 1e9;
   group["flops"] = flops;

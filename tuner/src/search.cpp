@@ -99,6 +99,7 @@ bool WorkerSupervisor::run_worker(std::vector<Pending>& pending) {
   job["compile"] = {{"include_dirs", ctx_.template_dirs}, {"arch", ctx_.arch},
                     {"cache_dir", path_join(ctx_.work_dir, "cache")}};
   job["cublaslt_path"] = ctx_.cublaslt_path;
+  job["cudnn_path"] = ctx_.cudnn_path;
   job["candidates"] = json::array();
   for (const auto& p : pending) job["candidates"].push_back(p.job);
   const std::string job_path = path_join(ctx_.work_dir, "job_" + g_.id + ".json");
@@ -304,7 +305,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     if (const int64_t ws = f.workspace_bytes(g); ws > 0 && library.is_null()) entry["workspace_bytes"] = ws;
     if (!library.is_null()) {
       entry.update(library);
-      what += "\n" + library.dump() + "\n" + ctx.cublaslt_path + "\n" + g.to_json().dump();
+      what += "\n" + library.dump() + "\n" + ctx.cublaslt_path + "\n" + ctx.cudnn_path + "\n" + g.to_json().dump();
     }
     const std::string key = candidate_key(ctx, opt, what);
     if (const json* done = journal.find(key)) {

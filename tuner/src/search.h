@@ -34,6 +34,7 @@ struct SearchContext {
   json tensor_index;
   std::string arch;
   std::string cublaslt_path;  // the cuBLASLt PyTorch loads (graph.json); the worker times that one
+  std::string cudnn_path;     // the same for cuDNN
   std::string data_key;     // identifies the reference data (model hash, seed, torch)
   const Compiler* compiler = nullptr;
   json device;              // filled from the worker's ready line

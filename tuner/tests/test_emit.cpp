@@ -13,6 +13,37 @@
 namespace fusetune {
 namespace {
 
+// A best.json as a search would write it, each group's winner the first config of its space,
+// with made-up library constants where the worker records some (built, never run).
+void write_first_config_best(const Options& o, const Graph& g, const Plan& plan,
+                             const std::map<std::string, KernelChoice>& kernels) {
+  SearchContext ctx;
+  ctx.configs_dir = path_join(fusetune_home(), "configs");
+  ctx.template_dirs = {path_join(fusetune_home(), "templates")};
+  ctx.device = {{"name", "none"}};
+  json groups = json::array();
+  for (const Group& gr : plan.groups) {
+    const KernelChoice& k = kernels.at(gr.id);
+    const Config c = load_space(ctx, k.family).enumerate().front();
+    json group = gr.to_json();
+    group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
+    if (k.family.rfind("cublaslt", 0) == 0) {
+      group["best"]["library"] = {{"constants", {{"ALGO_DATA", json::array({"0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7", "0x8"})},
+                                                 {"CUBLASLT_VERSION", 130000}, {"ALIGNMENT", 16}}}};
+    }
+    if (k.family.rfind("cudnn", 0) == 0) {  // engine 7 with two knobs
+      group["best"]["library"] = {{"constants", {{"ENGINE_INDEX", 7}, {"KNOBS", json::array({"0x2", "0x3", "0x1", "0xb", "0x0"})},
+                                                 {"CUDNN_TUNED_VERSION", 91900}}}};
+    }
+    group["candidates"] = json::array();
+    group["search"] = {{"wall_s", 0.0}};
+    groups.push_back(group);
+  }
+  std::map<std::string, int64_t> numel;
+  for (const auto& [name, v] : g.values) numel[name] = v.numel();
+  write_file_atomic(path_join(o.out, "results/best.json"), make_best_json(o, g, plan, groups, ctx, numel).dump());
+}
+
 TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   char tmpl[] = "/tmp/fusetune_emit_XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
@@ -68,31 +99,12 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_EQ(g1_cu.find("gemm_epilogue_kernel"), std::string::npos) << g1_cu;
   EXPECT_EQ(read_file(path_join(dir, "extension/kernels/g1_binding.cpp")).find("scratch"), std::string::npos);
 
-  // A best.json as a search would write it (first config of each space), then a real build.
-  SearchContext ctx;
-  ctx.configs_dir = path_join(fusetune_home(), "configs");
-  ctx.template_dirs = {path_join(fusetune_home(), "templates")};
-  ctx.device = {{"name", "none"}};
-  json groups = json::array();
-  for (const Group& gr : plan.groups) {
-    const KernelChoice& k = kernels.at(gr.id);
-    const Config c = load_space(ctx, k.family).enumerate().front();
-    json group = gr.to_json();
-    group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
-    if (k.family.rfind("cublaslt", 0) == 0) {  // what the worker records for a cuBLASLt winner (values made up: built, not run)
-      group["best"]["library"] = {{"constants", {{"ALGO_DATA", json::array({"0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7", "0x8"})},
-                                                 {"CUBLASLT_VERSION", 130000}, {"ALIGNMENT", 16}}}};
-    }
-    group["candidates"] = json::array();
-    group["search"] = {{"wall_s", 0.0}};
-    groups.push_back(group);
-  }
-  std::map<std::string, int64_t> numel;
-  for (const auto& [name, v] : g.values) numel[name] = v.numel();
-  write_file_atomic(path_join(dir, "results/best.json"), make_best_json(o, g, plan, groups, ctx, numel).dump());
+  write_first_config_best(o, g, plan, kernels);
   ASSERT_NO_THROW(stage_build(o));
   EXPECT_FALSE(list_files(path_join(dir, "extension"), ".so").empty());
   const std::string constants = read_file(path_join(dir, "extension/kernels/tuned_constants.h"));
+  SearchContext ctx;
+  ctx.configs_dir = path_join(fusetune_home(), "configs");
   const Config c = load_space(ctx, "gemm").enumerate().front();
   EXPECT_NE(constants.find("constexpr int TN = " + std::to_string(c.at("TN")) + ";"), std::string::npos);
   EXPECT_NE(constants.find("constexpr unsigned long long ALGO_DATA[8] = {0x1ull, 0x2ull,"), std::string::npos) << constants;
@@ -106,6 +118,42 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
             std::string::npos);
   const std::string g5_binding = read_file(path_join(dir, "extension/kernels/g5_binding.cpp"));
   EXPECT_NE(g5_binding.find("cudaMemsetAsync(workspace.data_ptr(), 0, 2052,"), std::string::npos) << g5_binding;
+}
+
+// Every convolution form (tests/gpu/models/conv_forms.py): cuDNN writing the output itself or a
+// scratch product that the epilogue pass reads, built against cuDNN's and torch's headers.
+TEST(Emit, ConvolutionGroupsBuild) {
+  char tmpl[] = "/tmp/fusetune_emit_conv_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  Options o;
+  o.model = path_join(dir, "model.py");
+  write_file_atomic(o.model, read_file(std::string(FUSETUNE_TEST_DATA) + "/small_conv.py"));
+  o.out = dir;
+  o.search.workers = 2;
+  validate(o);
+  const Graph g = capture_model(o);
+  const Plan plan = plan_graph(g);
+  ASSERT_EQ(plan.groups.size(), 6u);
+  std::map<std::string, KernelChoice> kernels;
+  for (const Group& gr : plan.groups) kernels[gr.id] = KernelChoice{gr.id == "g2" ? "cudnn_fp32" : "cudnn_tf32", "cudnn_conv.h"};
+  emit_extension(g, plan, dir, o.model, kernels);
+  const std::string g1_cu = read_file(path_join(dir, "extension/kernels/g1.cu"));
+  EXPECT_NE(g1_cu.find("fusetune::CudnnBaked conv(args, fusetune::ConvSpec{2, false, {2, 1, 0}, {1, 2, 0}, {1, 1, 0}, {0, 0, 0}}, 3,"),
+            std::string::npos) << g1_cu;
+  EXPECT_NE(g1_cu.find("gemm_epilogue_kernel<256, 4, 2, 0, false, fusetune_gen::g1_op><<<"), std::string::npos) << g1_cu;
+  const std::string g2_cu = read_file(path_join(dir, "extension/kernels/g2.cu"));  // the bare depthwise convolution
+  EXPECT_EQ(g2_cu.find("gemm_epilogue_kernel<"), std::string::npos) << g2_cu;
+  EXPECT_EQ(read_file(path_join(dir, "extension/kernels/g2_binding.cpp")).find("scratch"), std::string::npos);
+  const std::string model_new = read_file(path_join(dir, "model_new.py"));
+  const std::string forward = model_new.substr(model_new.find("def forward"));
+  EXPECT_EQ(forward.find("torch."), std::string::npos) << forward;
+
+  write_first_config_best(o, g, plan, kernels);
+  ASSERT_NO_THROW(stage_build(o));
+  EXPECT_FALSE(list_files(path_join(dir, "extension"), ".so").empty());
+  const std::string constants = read_file(path_join(dir, "extension/kernels/tuned_constants.h"));
+  EXPECT_NE(constants.find("constexpr unsigned long long KNOBS[5] = {0x2ull, 0x3ull, 0x1ull, 0xbull, 0x0ull};"), std::string::npos)
+      << constants;
 }
 
 // The committed extension sources and model_new.py are what the generator writes for the

@@ -257,7 +257,7 @@ def capture(model_path, out_dir, seed):
         "model": {"path": model_path, "sha256": sha256, "training": training,
                   "init_args": plain_json(init_args), "init_signature": init_signature(module.Model)},
         "torch_version": torch.__version__, "seed": seed,
-        "libraries": {"cublaslt": loaded_library("libcublasLt.so")},
+        "libraries": {"cublaslt": loaded_library("libcublasLt.so"), "cudnn": loaded_library("libcudnn.so")},
         "values": describe_values(ep),
         "nodes": describe_nodes(ep, model_path),
         "outputs": outputs, "mutations": mutations,

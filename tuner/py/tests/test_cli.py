@@ -169,13 +169,14 @@ GPU_FAMILY_PLANS = {
     "rows_scans.py": ["reduce", "reduce", "reduce"],
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
+    "conv_forms.py": ["conv"] * 6,
 }
 
 
 @pytest.mark.parametrize("path", GPU_FAMILY_MODELS, ids=os.path.basename)
 def test_gpu_family_models_plan(path, tmp_path):
     """The GPU suite's irregular forms plan as meant: each GEMM form to one GEMM group (no
-    copies), each reduction form to its reduce groups."""
+    copies), each reduction form to its reduce groups, each convolution to its own conv group."""
     plan = plan_of(path, tmp_path / "out")
     expected = GPU_FAMILY_PLANS.get(os.path.basename(path), ["gemm"])
     assert [g["family"] for g in plan["groups"]] == expected

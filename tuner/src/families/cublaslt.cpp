@@ -6,14 +6,11 @@
 // extension bakes the winning algorithm (templates/cublaslt_gemm.h).
 #include "cublaslt_gemm.h"
 #include "families.h"
-#include "launch.h"
+#include "product_pass.h"
 
 namespace fusetune {
 
 namespace {
-
-// The epilogue pass's geometry: memory-bound, so one fixed vectorised shape.
-constexpr int kBlock = 256, kVec = 4, kIlp = 2;
 
 // What cuBLASLt does of the group's chain: the product, the per-column bias when the planner
 // found one (Group::bias_slot), and a ReLU when that is all there is; `pass` when the rest of the
@@ -71,16 +68,10 @@ class Cublaslt : public Family {
   }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::gemm_epilogue_kernel<" + std::to_string(kBlock) + ", " + std::to_string(kVec) + ", " +
-           std::to_string(kIlp) + ", 0, " + (g.bias_slot >= 0 ? "true" : "false") + ", " + g.op_type() + ">";
+    return product_pass_instance(g, g.bias_slot >= 0);
   }
-  LaunchDims launch(const Group& g, const Config& c) const override {
-    return elementwise_launch(kBlock, kVec, kIlp, g.numel());
-  }
-  std::string launch_expr(const Group& g, const ParamText& p) const override {
-    return "fusetune::elementwise_launch(" + std::to_string(kBlock) + ", " + std::to_string(kVec) + ", " +
-           std::to_string(kIlp) + ", args.numel)";
-  }
+  LaunchDims launch(const Group& g, const Config& c) const override { return product_pass_launch(g); }
+  std::string launch_expr(const Group& g, const ParamText& p) const override { return product_pass_launch_expr(); }
 
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
     // gemm_epilogue.cuh also defines what the group's Op uses, which the source holds either way.
@@ -94,11 +85,7 @@ class Cublaslt : public Family {
                     (tf32_ ? "true" : "false") + ", " + plan.name +
                     ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT);\n" + "  lt.run(args, product, " + bias +
                     ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
-    if (!plan.pass) return s;
-    return s + "  fusetune::KernelArgs epilogue = args;\n  epilogue.ptr[1] = product;  // see gemm_epilogue.cuh\n" +
-           "  const fusetune::LaunchDims d = " + launch_expr(g, p) + ";\n  " + kernel_instance(g, p) +
-           "<<<dim3(d.grid[0], d.grid[1], d.grid[2]), dim3(d.block[0], d.block[1], d.block[2]), d.shared_bytes, "
-           "stream>>>(epilogue);\n";
+    return plan.pass ? s + product_pass_code(g, g.bias_slot >= 0) : s;
   }
   int64_t scratch_floats(const Group& g) const override { return lt_plan(g).pass ? g.numel() : 0; }
   int64_t workspace_bytes(const Group&) const override { return (int64_t)kCublasLtWorkspaceBytes; }
