@@ -45,8 +45,6 @@ inline const Cudnn& cudnn_linked() {
 }
 #endif
 
-// Workspace offered to every engine; an engine that needs more is not a candidate.
-constexpr unsigned long long kCudnnWorkspaceBytes = 256ull << 20;
 constexpr int kConvMaxSpatial = 3;
 
 // Deprecated in cuDNN 9 in favour of device properties, still what binds a graph to a handle.
@@ -177,9 +175,6 @@ class CudnnConv {
         Plan p = plan(e);
         e.workspace = p.workspace;
         e.why = p.why;
-        if (p.plan && (unsigned long long)p.workspace > kCudnnWorkspaceBytes)
-          e.why = "needs " + std::to_string(p.workspace >> 20) + " MiB of workspace, over the " +
-                  std::to_string(kCudnnWorkspaceBytes >> 20) + " MiB offered";
         destroy(p.plan);
         out.push_back(e);
       }
@@ -371,8 +366,10 @@ class CudnnConv {
 
 #ifdef FUSETUNE_CUDNN_LINKED
 // The tuned engine configuration as the extension runs it. Construction checks that the cuDNN
-// this process loaded is the one the engine was tuned with and plans it (cuDNN refusing it is an
-// error); knobs is {count, type0, value0, type1, value1, ...}.
+// this process loaded is the one the engine was tuned with, plans it (cuDNN refusing it is an
+// error) and allocates the workspace it needs, once; knobs is {count, type0, value0, type1,
+// value1, ...}. Many fast engines need a workspace as large as the tensors (they change their
+// layout in it), so it is sized by the engine rather than fixed per group.
 class CudnnBaked {
  public:
   CudnnBaked(const KernelArgs& a, const ConvSpec& spec, long long groups, unsigned long long engine,
@@ -388,15 +385,20 @@ class CudnnBaked {
     for (unsigned long long i = 0; i < knobs[0]; ++i) e.knobs.emplace_back((long long)knobs[1 + 2 * i], (long long)knobs[2 + 2 * i]);
     const CudnnConv::Plan p = conv_.plan(e);
     if (!p.plan) throw std::runtime_error("fusetune: cuDNN refuses the tuned engine " + std::to_string(engine) + " (" + p.why + ")");
-    if ((unsigned long long)p.workspace > kCudnnWorkspaceBytes) throw std::runtime_error("fusetune: the tuned cuDNN engine needs more workspace");
     plan_ = p.plan;
+    if (p.workspace > 0 && cudaMalloc(&workspace_, (size_t)p.workspace) != cudaSuccess)
+      throw std::runtime_error("fusetune: cannot allocate the " + std::to_string(p.workspace >> 20) +
+                               " MiB workspace of the tuned cuDNN engine");
   }
-  ~CudnnBaked() { conv_.destroy(plan_); }
-  void run(const KernelArgs& a, float* y, void* workspace, cudaStream_t stream) const {
+  ~CudnnBaked() {
+    conv_.destroy(plan_);
+    if (workspace_) cudaFree(workspace_);
+  }
+  void run(const KernelArgs& a, float* y, cudaStream_t stream) const {
     for (const void* p : {(const void*)a.ptr[0], (const void*)a.ptr[1], (const void*)y})
       if ((unsigned long long)p % 16)
         throw std::runtime_error("fusetune: the convolution's tensors must be 16-byte aligned (as torch allocates them)");
-    const cudnnStatus_t s = conv_.run(plan_, a, y, workspace, stream);
+    const cudnnStatus_t s = conv_.run(plan_, a, y, workspace_, stream);
     if (s != CUDNN_STATUS_SUCCESS)
       throw std::runtime_error(std::string("fusetune: cuDNN failed running the convolution: ") + cudnn_linked().cudnnGetErrorString(s));
   }
@@ -412,6 +414,7 @@ class CudnnBaked {
   }
   CudnnConv conv_;
   cudnnBackendDescriptor_t plan_ = nullptr;
+  void* workspace_ = nullptr;
 };
 #endif
 

@@ -57,7 +57,6 @@ CudnnGroup::CudnnGroup(const std::string& library_path, const Group& g, const Ke
   if (!conv_->ok()) FT_THROW("cuDNN cannot describe the convolution of " + g.id + ": " + conv_->error());
   for (const CudnnEngine& e : conv_->engines())
     if (!e.reduced) engines_.push_back(e);  // down-converting engines fail fp32's and TF32's accuracy alike
-  CU_CHECK(cuMemAlloc_v2(&workspace_, kCudnnWorkspaceBytes));
 }
 
 CudnnGroup::~CudnnGroup() {
@@ -103,6 +102,18 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int rank, float
   if (!plan_) {
     unavailable = "engine " + std::to_string(e.index) + ": " + p.why;
     return nullptr;
+  }
+  if ((size_t)p.workspace > workspace_bytes_) {  // grown as engines need, as the extension sizes its own
+    if (workspace_) Driver::get().cuMemFree_v2(workspace_);
+    workspace_ = 0;
+    workspace_bytes_ = 0;
+    if (Driver::get().cuMemAlloc_v2(&workspace_, (size_t)p.workspace) != CUDA_SUCCESS) {
+      workspace_ = 0;
+      unavailable = "engine " + std::to_string(e.index) + " needs " + std::to_string(p.workspace >> 20) +
+                    " MiB of workspace, more than the device has free";
+      return nullptr;
+    }
+    workspace_bytes_ = (size_t)p.workspace;
   }
   return [this, y](CUstream stream) {
     const cudnnStatus_t s = conv_->run(plan_, args_, y, reinterpret_cast<void*>(workspace_), (cudaStream_t)stream);

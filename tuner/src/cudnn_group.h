@@ -41,7 +41,8 @@ class CudnnGroup {
   cudnnHandle_t handle_ = nullptr;
   std::unique_ptr<CudnnConv> conv_;
   std::vector<CudnnEngine> engines_;
-  CUdeviceptr workspace_ = 0;
+  CUdeviceptr workspace_ = 0;  // the largest any engine planned so far needs
+  size_t workspace_bytes_ = 0;
   cudnnBackendDescriptor_t plan_ = nullptr;  // of the candidate being measured
   std::string error_;
 };

@@ -89,8 +89,8 @@ class CudnnFamily : public Family {
   }
 
   bool supports(const Group& g, std::string& why) const override {
-    if (g.slots.size() + 2 > (size_t)kMaxSlots) {
-      why = "no free kernel-argument slots for the product and the workspace";
+    if (g.slots.size() + 1 > (size_t)kMaxSlots) {
+      why = "no free kernel-argument slot for the product";
       return false;
     }
     return true;
@@ -117,11 +117,10 @@ class CudnnFamily : public Family {
     const std::string product = "args.ptr[" + std::to_string(alone(g) ? g.out_slot : (int)g.slots.size()) + "]";
     const std::string s = "  float* product = " + product + ";\n" + "  static const fusetune::CudnnBaked conv(args, " + spec + ", " +
                           std::to_string(c.groups) + ", tuned::ENGINE_INDEX, tuned::KNOBS, tuned::CUDNN_TUNED_VERSION);\n" +
-                          "  conv.run(args, product, args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
+                          "  conv.run(args, product, stream);\n";
     return alone(g) ? s : s + product_pass_code(g, false);
   }
   int64_t scratch_floats(const Group& g) const override { return alone(g) ? 0 : g.numel(); }
-  int64_t workspace_bytes(const Group&) const override { return (int64_t)kCudnnWorkspaceBytes; }
 
   // 2 x (multiply-adds of the forward convolution the group is, or is the transpose of).
   double flops(const Group& g) const override {
