@@ -163,11 +163,11 @@ class CudnnConv {
   // What failed while describing the convolution ("" when nothing did).
   const std::string& error() const { return error_; }
 
-  // The engine configurations of every heuristic mode (instant, B, fallback), each once, in the
-  // order the modes rank them; `why` is set on those that cannot be planned here.
+  // The engine configurations of every heuristic mode (instant, A, B, fallback), each once, in
+  // the order the modes rank them; `why` is set on those that cannot be planned here.
   std::vector<CudnnEngine> engines() const {
     std::vector<CudnnEngine> out;
-    for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_INSTANT, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
       for (CudnnEngine& e : heuristic(mode)) {
         bool seen = false;
         for (const CudnnEngine& o : out) seen = seen || (o.index == e.index && o.knobs == e.knobs);

@@ -46,17 +46,4 @@ __device__ __forceinline__ float pow_(float x, float e) {
   return powf(x, e);
 }
 
-// Element of a broadcast or strided input slot at linear output index idx.
-template <int RANK, class Args>
-__device__ __forceinline__ float load_strided(const Args& a, int slot, long long idx) {
-  long long offset = 0;
-#pragma unroll
-  for (int d = RANK - 1; d >= 0; --d) {
-    const long long size = a.size[slot][d];
-    offset += (idx % size) * a.stride[slot][d];
-    idx /= size;
-  }
-  return a.ptr[slot][offset];
-}
-
 }  // namespace fusetune

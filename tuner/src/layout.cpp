@@ -7,6 +7,39 @@
 
 namespace fusetune {
 
+std::string offset_expr(const Layout& l, const std::string& idx) {
+  // Merge dimension pairs (outer, inner) where outer's stride is inner's times inner's size
+  // (contiguous runs and runs of broadcast dimensions alike); drop size-1 dimensions.
+  std::vector<int64_t> sizes, strides;
+  for (size_t d = 0; d < l.sizes.size(); ++d) {
+    if (l.sizes[d] == 1) continue;
+    if (!sizes.empty() && strides.back() == l.strides[d] * l.sizes[d]) {
+      sizes.back() *= l.sizes[d];
+      strides.back() = l.strides[d];
+    } else {
+      sizes.push_back(l.sizes[d]);
+      strides.push_back(l.strides[d]);
+    }
+  }
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  const bool narrow = numel <= 0xffffffffLL;
+  const std::string i = narrow ? "(unsigned)" + idx : "(unsigned long long)" + idx, u = narrow ? "u" : "ull";
+  std::string expr;
+  int64_t inner = 1;
+  for (int d = (int)sizes.size() - 1; d >= 0; --d) {
+    if (strides[d] != 0) {
+      std::string term = inner == 1 ? i : "(" + i + " / " + std::to_string(inner) + u + ")";
+      if (d > 0) term = "(" + term + " % " + std::to_string(sizes[d]) + u + ")";
+      term = "(long long)" + term;
+      if (strides[d] != 1) term += " * " + std::to_string(strides[d]);
+      expr = expr.empty() ? term : term + " + " + expr;
+    }
+    inner *= sizes[d];
+  }
+  return expr.empty() ? "0LL" : "(" + expr + ")";
+}
+
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> st(sizes.size(), 1);
   for (int d = (int)sizes.size() - 2; d >= 0; --d) st[d] = st[d + 1] * std::max<int64_t>(sizes[d + 1], 1);

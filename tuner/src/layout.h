@@ -36,4 +36,11 @@ std::optional<Layout> broadcast_to(const Layout& in, const std::vector<int64_t>&
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 
+// C++ expression of the element offset, in l's memory, of linear index `idx` (a long long) of
+// l's sizes, with the sizes and strides as literals: dimensions that merge are merged, broadcast
+// ones cost nothing, and the divisions are by constants (multiplications once compiled), in 32
+// bits where the index space allows. E.g. a per-channel [32, 64, 256, 256] view with strides
+// [0, 1, 0, 0]: "(long long)(((unsigned)idx / 65536u) % 64u)".
+std::string offset_expr(const Layout& l, const std::string& idx);
+
 }  // namespace fusetune

@@ -32,6 +32,14 @@ struct CheckStats {  // mirrors templates/check.cuh
   float pad;
 };
 
+// MEASURE.md's norm check (relative L2 error <= rtol) catches a kernel that returns zeros where
+// the reference is mostly zeros. A reference whose RMS is a thousandth of atol or less is all
+// below what the tolerance resolves (e.g. the mean of a normalised tensor: rounding noise around
+// 0), where any two correct implementations differ by 100%; there the elementwise check decides.
+bool norm_resolvable(double sum_sq_ref, long long n, double atol) {
+  return n > 0 && std::sqrt(sum_sq_ref / (double)n) > 1e-3 * atol;
+}
+
 void emit(const std::string& kind, const json& j) {
   std::printf("%s %s\n", kind.c_str(), j.dump().c_str());
   std::fflush(stdout);
@@ -297,7 +305,7 @@ json Worker::check_outputs() {
       r["first_mismatch"] = {{"index", s.first_bad}, {"out", std::isfinite(got) ? json(got) : json(std::to_string(got))},
                              {"ref", std::isfinite(want) ? json(want) : json(std::to_string(want))}};
     }
-    ok = ok && s.n_bad == 0 && rel_l2 <= rtol;
+    ok = ok && s.n_bad == 0 && (!norm_resolvable(s.sum_sq_ref, n, atol) || rel_l2 <= rtol);
     per_output.push_back(r);
   }
   return json{{"passed", ok}, {"outputs", per_output}};

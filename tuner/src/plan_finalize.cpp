@@ -65,7 +65,7 @@ Group finalize_group(Building& b) {
     for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
       if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
     const int s = slot_of(l, Access::Strided);
-    return "fusetune::load_strided<" + std::to_string(l.sizes.size()) + ">(a, " + std::to_string(s) + ", idx)";
+    return "a.ptr[" + std::to_string(s) + "][" + offset_expr(l, "idx") + "]";
   };
   std::string body;
   for (const Step& s : b.steps) {

@@ -59,5 +59,17 @@ TEST(Layout, BroadcastTo) {
   EXPECT_TRUE(broadcast_to(Layout::contiguous("e", {3, 7}), {3, 7})->is_contiguous());
 }
 
+TEST(Layout, OffsetExpressionsFoldSizesAndStrides) {
+  // A per-channel bias over [32, 64, 256, 256]: the broadcast dimensions merge and cost nothing.
+  EXPECT_EQ(offset_expr(Layout{"b", {32, 64, 256, 256}, {0, 1, 0, 0}, 0}, "idx"), "((long long)(((unsigned)idx / 65536u) % 64u))");
+  // A transposed read: no modulo on the outermost dimension.
+  EXPECT_EQ(offset_expr(Layout{"t", {3, 4}, {1, 3}, 0}, "idx"), "((long long)((unsigned)idx / 4u) + (long long)((unsigned)idx % 4u) * 3)");
+  // Contiguous runs merge into one dimension; size-1 dimensions vanish; a scalar is offset 0.
+  EXPECT_EQ(offset_expr(Layout{"c", {5, 1, 6, 7}, {84, 42, 7, 1}, 0}, "idx"), "((long long)((unsigned)idx / 42u) * 84 + (long long)((unsigned)idx % 42u))");
+  EXPECT_EQ(offset_expr(Layout{"s", {9, 9}, {0, 0}, 0}, "idx"), "0LL");
+  // Over 2^32 elements the arithmetic is 64-bit.
+  EXPECT_EQ(offset_expr(Layout{"w", {65536, 65537}, {0, 1}, 0}, "idx"), "((long long)((unsigned long long)idx % 65537ull))");
+}
+
 }  // namespace
 }  // namespace fusetune

@@ -92,6 +92,17 @@ def test_near_zero_output_needs_the_norm_check(cli, write_model, tmp_path):
     assert (first["n_mismatch"], first["reason"], first["rel_l2"]) == (0, "relative L2 error", 1.0)
 
 
+def test_reference_far_below_atol_is_judged_elementwise(cli, write_model, tmp_path):
+    """A reference that is rounding noise around 0 (RMS under atol / 1000) has no norm to compare:
+    any two correct implementations differ by 100% there."""
+    model = write_model(MODEL.replace("return y, y.sum(dim=1)", "return y * 1e-9, y.sum(dim=1)"))
+    model_new = new_model(write_model, output="return torch.zeros_like(y), y.sum(dim=1)")
+    code, err, res = run_verify(cli, model, model_new, tmp_path / "v.json", "--trials", "1")
+    assert code == 0 and res["ok"], res
+    first = res["trials"][0]["outputs"][0]
+    assert (first["n_mismatch"], first["reason"], first["rel_l2"]) == (0, None, 1.0)
+
+
 def test_nan_output_fails(cli, write_model, tmp_path):
     model_new = new_model(write_model, output="y[0, 0] = float('nan'); return y, y.sum(dim=1)")
     code, err, res = run_verify(cli, write_model(MODEL), model_new, tmp_path / "v.json", "--trials", "1")
