@@ -103,6 +103,8 @@ void Planner::visit(const Node& n) {
     add_scan(n, out);
   } else if (is_pool_op(n.op)) {
     add_pool(n, n.name, out);
+  } else if (n.op == "aten.repeat.default") {
+    add_repeat(n, out);
   } else if (const Family* f = family_anchoring(n.op)) {
     add_anchor(n, out, *f);
   } else {
@@ -275,16 +277,46 @@ void Planner::materialize(const std::string& value) {
 
 // A strided layout that a view cannot reinterpret gets copied by an elementwise group.
 Layout Planner::copy_to_memory(const Layout& src, const Node& n) {
-  const std::string name = n.name + "_contiguous";
+  return copy_to_memory(src, n, n.name + "_contiguous", src.sizes);
+}
+
+// A copy group over src's index space writing `name` contiguous with `shape` (same element count
+// and linear order).
+Layout Planner::copy_to_memory(const Layout& src, const Node& n, const std::string& name, const std::vector<int64_t>& shape) {
   const int gi = new_group("elementwise", src.sizes);
   Step step{&n, next_var(), false, {}, {{src.base, src}}};
   step.node = nullptr;  // an identity step: the variable is the loaded operand
   const std::string var = step.var;
   add_step(gi, name, "copy", std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{name, var, src.sizes});
-  memory_[name] = Layout::contiguous(name, src.sizes);
+  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape});
+  memory_[name] = Layout::contiguous(name, shape);
   producer_[name] = gi;
   return memory_[name];
+}
+
+// repeat(x, reps) is a copy: out dimension d, of reps[d] x size[d] elements, is read as the pair
+// (reps[d] with stride 0, size[d] with x's stride), so that one copy group writes it in order.
+void Planner::add_repeat(const Node& n, const ValueInfo& out) {
+  check_result(n, out);
+  const std::string in = value_ref(n.args.at(0));
+  if (constants_.count(in)) unsupported(n, "repeat of a constant is not lowered");
+  if (fused_.count(in)) materialize(in);
+  const Layout& src = memory_.at(in);
+  const auto reps = n.args.at(1).get<std::vector<int64_t>>();
+  if (reps.size() < src.sizes.size()) unsupported(n, "fewer repeats than dimensions");
+  const size_t pad = reps.size() - src.sizes.size();
+  Layout expanded{src.base, {}, {}, src.offset};
+  for (size_t d = 0; d < reps.size(); ++d) {
+    const int64_t size = d < pad ? 1 : src.sizes[d - pad], stride = d < pad ? 0 : src.strides[d - pad];
+    if (reps[d] != 1) {
+      expanded.sizes.push_back(reps[d]);
+      expanded.strides.push_back(0);
+    }
+    expanded.sizes.push_back(size);
+    expanded.strides.push_back(stride);
+  }
+  if (expanded.sizes.size() > (size_t)kMaxRank) unsupported(n, "a repeat over more than " + std::to_string(kMaxRank / 2) + " repeated dimensions");
+  copy_to_memory(expanded, n, n.name, out.shape);
 }
 
 std::string Planner::materialize_output(const std::string& value) {

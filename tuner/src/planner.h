@@ -123,6 +123,8 @@ class Planner {
 
   // A strided layout that a view cannot reinterpret gets copied by an elementwise group.
   Layout copy_to_memory(const Layout& src, const Node& n);
+  Layout copy_to_memory(const Layout& src, const Node& n, const std::string& name, const std::vector<int64_t>& shape);
+  void add_repeat(const Node& n, const ValueInfo& out);
 
   std::string materialize_output(const std::string& value);
 

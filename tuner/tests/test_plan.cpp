@@ -396,6 +396,25 @@ TEST(Plan, ConstantTensorsAreInlined) {
   EXPECT_THROW(plan_graph(returned), UserError);
 }
 
+TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
+  // InstanceNorm's parameters repeated per sample: [6] -> [18], then a second repeat of a
+  // [2, 3] over [2, 2] (a leading dimension added, the other repeated).
+  Graph g = G().value("w", {6}, "parameter").value("m", {2, 3}, "input")
+                .node("r", "aten.repeat.default", {G::ref("w"), json::array({3})}, {18})
+                .node("q", "aten.repeat.default", {G::ref("m"), json::array({2, 1, 2})}, {2, 2, 6})
+                .build({"r", "q"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].ops, std::vector<std::string>{"copy"});
+  EXPECT_EQ(p.groups[0].index_shape, (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(p.groups[0].slots[0].layout.strides, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(p.groups[0].outputs.at(0).shape, std::vector<int64_t>{18});
+  // Dimensions: (2 repeats of the added one), (2 rows), (2 repeats, 3 columns).
+  EXPECT_EQ(p.groups[1].index_shape, (std::vector<int64_t>{2, 1, 2, 2, 3}));
+  EXPECT_EQ(p.groups[1].slots[0].layout.strides, (std::vector<int64_t>{0, 0, 3, 0, 1}));
+  EXPECT_EQ(p.groups[1].outputs.at(0).shape, (std::vector<int64_t>{2, 2, 6}));
+}
+
 TEST(Plan, ReductionToAnotherDtypeIsRefused) {
   Graph g = G().value("x", {3, 7}, "input")
                 .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {3},

@@ -168,6 +168,55 @@ def _group_norm(x, weight, bias, n, c, hw, group, eps):
     return out.view(x.shape), mean.view(n, group), rstd.view(n, group)
 
 
+def _channel_view(t, x):
+    """A per-channel vector viewed to broadcast over x's (N, C, ...) layout."""
+    return t.view([1, -1] + [1] * (x.dim() - 2))
+
+
+def _batch_stats(x, weight, bias, eps):
+    """Normalisation of x by its statistics per channel (over N and the spatial dimensions), as
+    mean, centred square mean and rsqrt: one row group. Returns out, mean, biased var, rstd."""
+    dims = [0] + list(range(2, x.dim()))
+    mean = x.mean(dims, keepdim=True)
+    centred = x - mean
+    var = (centred * centred).mean(dims, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    out = centred * rstd
+    if weight is not None:
+        out = out * _channel_view(weight, x)
+    if bias is not None:
+        out = out + _channel_view(bias, x)
+    return out, mean.view(-1), var.view(-1), rstd.view(-1)
+
+
+def _batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+    """Batch statistics without running ones (InstanceNorm is this over x viewed as (1, N*C, ...))."""
+    out, mean, _, rstd = _batch_stats(x, weight, bias, eps)
+    return out, mean, rstd
+
+
+def _batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm in training mode: batch statistics, and the running statistics updated as PyTorch
+    does (the variance's unbiased estimate), returned for the caller to store."""
+    out, mean, var, rstd = _batch_stats(x, weight, bias, eps)
+    n = x.numel() // x.shape[1]
+    new_mean = running_mean * (1.0 - momentum) + mean * momentum
+    new_var = running_var * (1.0 - momentum) + var * (momentum * n / max(n - 1, 1))
+    return out, mean, rstd, new_mean, new_var
+
+
+def _batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    """BatchNorm in eval mode: the running statistics, elementwise. The variance is broadcast before
+    anything is computed from it, so that every op is over x's elements and the whole norm fuses
+    into the chain that makes x (e.g. a convolution's epilogue)."""
+    out = (x - _channel_view(running_mean, x)) * torch.rsqrt(_channel_view(running_var, x).expand(x.shape) + eps)
+    if weight is not None:
+        out = out * _channel_view(weight, x)
+    if bias is not None:
+        out = out + _channel_view(bias, x)
+    return out, x.new_empty(0), x.new_empty(0)
+
+
 def _var(x, dim=None, *, correction=None, keepdim=False):
     """var (and so std) as mean, then the sum of squared deviations over n - correction."""
     dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
@@ -179,7 +228,7 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 
 
 def decompositions():
-    """Core ATen, plus softmax, log_softmax, vector norms, var, layer norm and group norm written
+    """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
@@ -188,6 +237,9 @@ def decompositions():
     table[torch.ops.aten.var.correction] = _var
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm
     table[torch.ops.aten.native_group_norm.default] = _group_norm
+    table[torch.ops.aten._native_batch_norm_legit.no_stats] = _batch_norm_no_stats
+    table[torch.ops.aten._native_batch_norm_legit_functional.default] = _batch_norm_functional
+    table[torch.ops.aten._native_batch_norm_legit_no_training.default] = _batch_norm_no_training
     return table
 
 

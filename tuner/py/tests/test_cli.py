@@ -170,6 +170,7 @@ GPU_FAMILY_PLANS = {
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
+    "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
 }
 
 
