@@ -22,9 +22,10 @@ struct RegisterBinding {
 };
 
 // The kernels were generated for the captured shapes: anything else is refused, never guessed.
-inline void check_input(const torch::Tensor& t, const char* name, std::initializer_list<int64_t> shape) {
+inline void check_input(const torch::Tensor& t, const char* name, std::initializer_list<int64_t> shape,
+                        torch::ScalarType dtype = torch::kFloat32) {
   TORCH_CHECK(t.is_cuda(), "fusetune: input ", name, " must be a CUDA tensor");
-  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "fusetune: input ", name, " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == dtype, "fusetune: input ", name, " must be ", dtype, ", got ", t.scalar_type());
   TORCH_CHECK(t.sizes().equals(shape), "fusetune: input ", name, " has shape ", t.sizes(), " but these kernels were tuned for ",
               c10::IntArrayRef(shape), "; run fusetune again for other shapes");
   TORCH_CHECK(t.is_contiguous(), "fusetune: input ", name, " must be contiguous");

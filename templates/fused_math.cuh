@@ -46,4 +46,7 @@ __device__ __forceinline__ float pow_(float x, float e) {
   return powf(x, e);
 }
 
+// Size of a kernel's array of float outputs: an Op whose outputs are all int64 has kOut = 0.
+template <class Op> __host__ __device__ constexpr int out_count() { return Op::kOut > 0 ? Op::kOut : 1; }
+
 }  // namespace fusetune

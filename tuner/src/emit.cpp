@@ -29,18 +29,37 @@ std::string kernel_source(const Group& gr, const KernelChoice& k) {
          "  namespace tuned = fusetune::tuned::" + gr.id + ";\n" + f.extension_launch(gr, tuned) + "}\n";
 }
 
-std::string binding_source(const Graph& g, const Group& gr, const Family& f) {
+std::string torch_dtype(const std::string& dtype) { return dtype == "int64" ? "torch::kInt64" : "torch::kFloat32"; }
+
+// The tensor a mutation stores into, as the binding's parameter (an input of the group already,
+// or one more parameter after them).
+std::string store_param(const Mutation& m) { return "state_" + c_identifier(m.target); }
+
+std::string binding_source(const Graph& g, const Group& gr, const Family& f, const std::vector<Mutation>& stores) {
   const auto inputs = gr.input_values();
   std::string params, checks, slots;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string arg = c_identifier(inputs[i]);
+    const ValueInfo& v = g.value(inputs[i]);
     params += std::string(i ? ", " : "") + "const torch::Tensor& " + arg;
-    checks += "  fusetune::check_input(" + arg + ", \"" + inputs[i] + "\", " + shape_list(g.value(inputs[i]).shape) + ");\n";
+    checks += "  fusetune::check_input(" + arg + ", \"" + inputs[i] + "\", " + shape_list(v.shape) +
+              (v.dtype == "float32" ? "" : ", " + torch_dtype(v.dtype)) + ");\n";
   }
-  std::string outs;
+  std::string outs, store;
   for (size_t o = 0; o < gr.outputs.size(); ++o) {
-    outs += "  torch::Tensor out" + std::to_string(o) + " = torch::empty(" + shape_list(gr.outputs[o].shape) + ", " +
-            c_identifier(inputs.front()) + ".options());\n";
+    const GroupOutput& out = gr.outputs[o];
+    outs += "  torch::Tensor out" + std::to_string(o) + " = torch::empty(" + shape_list(out.shape) + ", " +
+            c_identifier(inputs.front()) + ".options().dtype(" + torch_dtype(out.dtype) + "));\n";
+    for (const Mutation& m : stores) {
+      if (m.value != out.value) continue;
+      params += ", torch::Tensor& " + store_param(m);
+      checks += "  fusetune::check_input(" + store_param(m) + ", \"" + m.target + "\", " + shape_list(out.shape) +
+                (out.dtype == "float32" ? "" : ", " + torch_dtype(out.dtype)) + ");\n";
+      // The model updates it in place: the new value is copied in once the kernel has read the old one.
+      store += "  C10_CUDA_CHECK(cudaMemcpyAsync(" + store_param(m) + ".data_ptr(), out" + std::to_string(o) + ".data_ptr(), " +
+               std::to_string(Layout::contiguous("", out.shape).numel() * dtype_bytes(out.dtype)) +
+               ", cudaMemcpyDeviceToDevice, at::cuda::getCurrentCUDAStream()));\n";
+    }
   }
   for (size_t s = 0; s < gr.slots.size(); ++s) {
     const Slot& sl = gr.slots[s];
@@ -52,7 +71,9 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f) {
     } else {
       tensor = c_identifier(sl.layout.base);
     }
-    slots += "  args.ptr[" + S + "] = " + tensor + ".data_ptr<float>() + " + std::to_string(sl.layout.offset) + ";\n";
+    slots += "  args.ptr[" + S + "] = " +
+             (sl.dtype == "int64" ? "reinterpret_cast<float*>(" + tensor + ".data_ptr<int64_t>() + " + std::to_string(sl.layout.offset) + ")"
+                                  : tensor + ".data_ptr<float>() + " + std::to_string(sl.layout.offset)) + ";\n";
     for (size_t d = 0; d < sl.layout.sizes.size(); ++d) {
       slots += "  args.size[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.sizes[d]) + "; args.stride[" +
                S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.strides[d]) + ";\n";
@@ -90,7 +111,7 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f) {
          "  args.numel = " + std::to_string(gr.numel()) + ";\n  args.m = " + std::to_string(gr.m) + "; args.n = " +
          std::to_string(gr.n) + "; args.k = " + std::to_string(gr.k) + "; args.batch = " + std::to_string(gr.batch) +
          ";\n  fusetune_launch_" + gr.id + "(args, at::cuda::getCurrentCUDAStream());\n" +
-         "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n  return " + ret + ";\n}\n\n"
+         "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n" + store + "  return " + ret + ";\n}\n\n"
          "void bind(pybind11::module& m) { m.def(\"" + gr.id + "\", &" + gr.id + ", \"fusetune group " + gr.id + "\"); }\n\n"
          "}  // namespace\n\nREGISTER_BINDING(" + gr.id + ", bind);\n";
 }
@@ -118,6 +139,10 @@ std::string model_new_source(const Graph& g, const Plan& plan, const std::string
   for (const Group& gr : plan.groups) {
     std::string args, lhs;
     for (const auto& v : gr.input_values()) args += (args.empty() ? "" : ", ") + value_expr(g, v, local);
+    for (const auto& o : gr.outputs) {  // the state it updates, in the binding's order
+      for (const Mutation& m : plan.mutations)
+        if (m.value == o.value) args += ", " + (m.kind == "buffer" ? "self.get_buffer(" + py_str(m.target) + ")" : c_identifier(m.target));
+    }
     for (const auto& o : gr.outputs) {
       local[o.value] = c_identifier(o.value);
       lhs += (lhs.empty() ? "" : ", ") + c_identifier(o.value);
@@ -218,7 +243,8 @@ void emit_extension(const Graph& g, const Plan& plan, const std::string& out_dir
   std::set<std::string> keep = {"tuned_constants.h"};
   for (const Group& gr : plan.groups) {
     write_file_if_changed(path_join(kdir, gr.id + ".cu"), kernel_source(gr, kernels.at(gr.id)));
-    write_file_if_changed(path_join(kdir, gr.id + "_binding.cpp"), binding_source(g, gr, family_by_name(kernels.at(gr.id).family)));
+    write_file_if_changed(path_join(kdir, gr.id + "_binding.cpp"),
+                          binding_source(g, gr, family_by_name(kernels.at(gr.id).family), plan.mutations));
     keep.insert(gr.id + ".cu");
     keep.insert(gr.id + "_binding.cpp");
   }

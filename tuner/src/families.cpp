@@ -53,7 +53,8 @@ KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base) {
   KernelArgs a{};
   for (size_t s = 0; s < g.slots.size(); ++s) {
     const Layout& l = g.slots[s].layout;
-    a.ptr[s] = slot_base.at(s) + l.offset;
+    // The offset is in elements of the slot's dtype.
+    a.ptr[s] = reinterpret_cast<float*>(reinterpret_cast<char*>(slot_base.at(s)) + l.offset * dtype_bytes(g.slots[s].dtype));
     for (size_t d = 0; d < l.sizes.size(); ++d) {
       a.size[s][d] = l.sizes[d];
       a.stride[s][d] = l.strides[d];

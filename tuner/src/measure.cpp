@@ -78,6 +78,7 @@ class Worker {
   DeviceInfo dev_;
   std::map<std::string, std::unique_ptr<DeviceBuffer>> inputs_;
   std::vector<std::unique_ptr<DeviceBuffer>> outputs_, refs_;
+  std::vector<std::string> output_dtypes_;
   std::vector<float*> slot_base_;
   std::unique_ptr<DeviceBuffer> flush_, stats_;
   CUmodule check_module_ = nullptr;
@@ -213,9 +214,11 @@ void Worker::setup() {
       for (const GroupOutput& o : group_.outputs)
         if (o.value == s.layout.base) n = Layout::contiguous("", o.shape).numel();
       FT_CHECK(n >= 0, "output slot " + s.layout.base + " is not an output of " + group_.id);
-      outputs_.push_back(std::make_unique<DeviceBuffer>(n * sizeof(float)));
+      const size_t bytes = (size_t)n * dtype_bytes(s.dtype);
+      outputs_.push_back(std::make_unique<DeviceBuffer>(bytes));
+      output_dtypes_.push_back(s.dtype);
       refs_.push_back(upload(s.layout.base));
-      if (refs_.back()->bytes != n * sizeof(float)) FT_THROW("reference of " + s.layout.base + " has the wrong size");
+      if (refs_.back()->bytes != bytes) FT_THROW("reference of " + s.layout.base + " has the wrong size");
       slot_base_.push_back(reinterpret_cast<float*>(outputs_.back()->ptr));
     } else {
       if (!inputs_.count(s.layout.base)) inputs_[s.layout.base] = upload(s.layout.base);
@@ -286,6 +289,20 @@ json Worker::check_outputs() {
   json per_output = json::array();
   bool ok = true;
   for (size_t o = 0; o < outputs_.size(); ++o) {
+    if (output_dtypes_[o] == "int64") {  // integers must match exactly
+      const size_t n = outputs_[o]->bytes / 8;
+      std::vector<long long> got(n), want(n);
+      CU_CHECK(cuMemcpyDtoH_v2(got.data(), outputs_[o]->ptr, n * 8));
+      CU_CHECK(cuMemcpyDtoH_v2(want.data(), refs_[o]->ptr, n * 8));
+      size_t bad = 0, first = n;
+      for (size_t i = 0; i < n; ++i)
+        if (got[i] != want[i] && bad++ == 0) first = i;
+      json r = {{"value", group_.outputs[o].value}, {"mismatches", bad}};
+      if (bad) r["first_mismatch"] = {{"index", first}, {"out", got[first]}, {"ref", want[first]}};
+      ok = ok && bad == 0;
+      per_output.push_back(r);
+      continue;
+    }
     CheckStats init{0, ~0ULL, 0.0, 0.0, 0.f, 0.f};
     CU_CHECK(cuMemcpyHtoD_v2(stats_->ptr, &init, sizeof init));
     long long n = (long long)(outputs_[o]->bytes / sizeof(float));

@@ -1,9 +1,11 @@
 // Elementwise op table: ATen op name -> fp32 CUDA expression over its arguments. Comparison ops
-// produce 0/1 floats, consumed by where(); fusetune kernels read and write float32 tensors only.
+// produce 0/1 floats, consumed by where(). The same expressions over long long operands and
+// integer literals compute the int64 ops (is_int64_op) exactly.
 #include "ops.h"
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "error.h"
 #include "util.h"
@@ -142,6 +144,14 @@ const std::map<std::string, Emit>& table() {
 }  // namespace
 
 bool is_elementwise_op(const std::string& op) { return table().count(op) > 0; }
+
+bool is_int64_op(const std::string& op) {
+  static const std::set<std::string> ops = {"aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
+                                            "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default"};
+  return ops.count(op) > 0;
+}
+
+std::string int_literal(double v) { return std::to_string((long long)v) + "LL"; }
 
 std::vector<std::string> supported_elementwise_ops() {
   std::vector<std::string> ops;

@@ -48,6 +48,25 @@ Plan Planner::run() {
   for (const Node& n : g_.nodes) visit(n);
   Plan plan;
   for (const auto& out : g_.outputs) plan.outputs.push_back(materialize_output(out));
+  // The new value of each updated buffer or input, written by its group and stored by the binding.
+  for (const json& m : g_.mutations) {
+    const std::string value = m.at("value").get<std::string>(), target = m.at("target").get<std::string>();
+    const std::string stored = materialize_output(value);
+    if (!producer_.count(stored) || producer_.at(stored) < 0)
+      FT_USER_ERROR("forward stores " + value + " into " + target + " unchanged; fusetune lowers state updates computed by its kernels only");
+    plan.mutations.push_back(Mutation{stored, m.at("kind").get<std::string>(), target});
+    // The binding of the group making the new value stores it: no later group may read the old one.
+    for (const auto& [name, v] : g_.values) {
+      const bool is_target = m.at("kind") == "buffer" ? v.kind == "buffer" && v.target == target : name == target;
+      if (!is_target) continue;
+      for (size_t gi = producer_.at(stored) + 1; gi < groups_.size(); ++gi)
+        for (const Step& s : groups_[gi].steps)
+          for (const auto& [operand, l] : s.loaded_operands)
+            if (l.base == name)
+              FT_USER_ERROR("forward reads " + target + " after computing its new value in a kernel that runs earlier; "
+                            "fusetune stores state updates when their kernel runs, so this order is not lowered");
+    }
+  }
   for (auto& b : groups_) plan.groups.push_back(b.group.family == "reduce" ? finalize_rows(b) : finalize_group(b));
   return plan;
 }
@@ -56,22 +75,24 @@ void Planner::unsupported(const Node& n, const std::string& why) {
   FT_USER_ERROR("cannot lower " + n.op + " (" + (n.source.empty() ? n.name : n.source) + "): " + why);
 }
 
-void Planner::check_float(const std::string& value, const Node* n) {
+void Planner::check_float(const std::string& value, const Node* n, bool int64_ok) {
   const ValueInfo& v = g_.value(value);
-  if (v.dtype != "float32") {
+  if (v.dtype != "float32" && !(int64_ok && v.dtype == "int64")) {
     const std::string where = n ? " (" + (n->source.empty() ? n->name : n->source) + ")" : "";
     FT_USER_ERROR("value " + value + " has dtype " + v.dtype + where +
-                  "; fusetune kernels read and write float32 tensors only");
+                  (int64_ok ? "; fusetune kernels read and write float32 tensors, and int64 ones in add, sub, mul and neg"
+                            : "; this op reads and writes float32 tensors only"));
   }
   if (v.shape.size() > (size_t)kMaxRank)
     FT_USER_ERROR("value " + value + " has rank " + std::to_string(v.shape.size()) + "; at most " +
                   std::to_string(kMaxRank) + " is supported");
 }
 
-// A value read from memory by node n: only float32 tensors can be read by the kernels.
-const Layout& Planner::operand(const std::string& v, const Node& n) {
+// A value read from memory by node n: float32 tensors, and int64 ones where elementwise ops read
+// them (converted as PyTorch promotes them, or kept in 64 bits by the int64 ops).
+const Layout& Planner::operand(const std::string& v, const Node& n, bool int64_ok) {
   const Layout& l = memory_.at(v);
-  check_float(l.base, &n);
+  check_float(l.base, &n, int64_ok);
   return l;
 }
 
@@ -157,9 +178,10 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
     if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
     else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
   }
+  const bool int64 = out.dtype == "int64";
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
-    if (target > latest_producer && join_row(target, n, out, operands)) return;
+    if (!int64 && target > latest_producer && join_row(target, n, out, operands)) return;
     target = -1;  // a new group, reading the row group's values from memory
   } else if (target < 0) {  // no fused operand: join the latest group over the same elements
     for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
@@ -169,6 +191,7 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
                     numel_of(out.shape) == groups_[target].group.numel();
   if (!join) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
+  step.int64 = int64;
   resolve_operands(n, target, out.shape, operands, nullptr, step);
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));
@@ -186,7 +209,7 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
       continue;
     }
     if (it != fused_.end()) materialize(v);
-    auto aligned = broadcast_to(operand(v, n), shape);
+    auto aligned = broadcast_to(operand(v, n, /*int64_ok=*/per_row == nullptr), shape);
     if (aligned && per_row) aligned = row_to_domain(*per_row, *aligned);
     if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
     step.loaded_operands[v] = *aligned;
@@ -211,6 +234,8 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
 }
 
 void Planner::add_step(int gi, const std::string& value, const std::string& op, Step step) {
+  for (const auto& [v, l] : step.loaded_operands)
+    if (g_.value(l.base).dtype == "int64") groups_[gi].int64_values.insert(l.base);
   groups_[gi].group.nodes.push_back(value);
   groups_[gi].group.ops.push_back(op);
   groups_[gi].steps.push_back(std::move(step));
@@ -249,10 +274,11 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
   add_step(target, value, n.op, std::move(step));
 }
 
-// A result stays in a register (bool for comparisons) or is a float32 tensor.
+// A result stays in a register (bool for comparisons) or is a float32 tensor, or an int64 one
+// computed by the int64 ops.
 void Planner::check_result(const Node& n, const ValueInfo& out) {
   if (out.dtype == "bool" && out.shape.size() <= (size_t)kMaxRank) return;
-  check_float(n.name, &n);
+  check_float(n.name, &n, is_int64_op(n.op));
 }
 
 int Planner::new_group(const std::string& family, const std::vector<int64_t>& shape) {
@@ -268,8 +294,8 @@ int Planner::new_group(const std::string& family, const std::vector<int64_t>& sh
 void Planner::materialize(const std::string& value) {
   if (memory_.count(value)) return;
   const Fused& f = fused_.at(value);
-  check_float(value, nullptr);
-  groups_[f.group].group.outputs.push_back(GroupOutput{value, f.var, f.shape});
+  check_float(value, nullptr, /*int64_ok=*/true);  // int64 values exist only in elementwise groups
+  groups_[f.group].group.outputs.push_back(GroupOutput{value, f.var, f.shape, g_.value(value).dtype});
   memory_[value] = Layout::contiguous(value, f.shape);
   producer_[value] = f.group;
   fused_.erase(value);
@@ -286,9 +312,10 @@ Layout Planner::copy_to_memory(const Layout& src, const Node& n, const std::stri
   const int gi = new_group("elementwise", src.sizes);
   Step step{&n, next_var(), false, {}, {{src.base, src}}};
   step.node = nullptr;  // an identity step: the variable is the loaded operand
+  step.int64 = g_.value(src.base).dtype == "int64";
   const std::string var = step.var;
   add_step(gi, name, "copy", std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape});
+  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape, g_.value(src.base).dtype});
   memory_[name] = Layout::contiguous(name, shape);
   producer_[name] = gi;
   return memory_[name];
@@ -376,10 +403,10 @@ json Group::to_json() const {
   j["slots"] = json::array();
   for (const Slot& s : slots)
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
-                          {"strides", s.layout.strides}, {"offset", s.layout.offset}});
+                          {"strides", s.layout.strides}, {"offset", s.layout.offset}, {"dtype", s.dtype}});
   j["inputs"] = input_values();
   j["outputs"] = json::array();
-  for (const auto& o : outputs) j["outputs"].push_back(json{{"value", o.value}, {"shape", o.shape}});
+  for (const auto& o : outputs) j["outputs"].push_back(json{{"value", o.value}, {"shape", o.shape}, {"dtype", o.dtype}});
   return j;
 }
 
@@ -409,26 +436,27 @@ Group Group::from_json(const json& j) {
     Access a = access == "operand" ? Access::Operand : access == "full" ? Access::Full
              : access == "strided" ? Access::Strided : Access::Output;
     g.slots.push_back(Slot{Layout{s.at("value").get<std::string>(), s.at("sizes").get<std::vector<int64_t>>(),
-                                  s.at("strides").get<std::vector<int64_t>>(), s.at("offset").get<int64_t>()}, a});
+                                  s.at("strides").get<std::vector<int64_t>>(), s.at("offset").get<int64_t>()},
+                           a, s.value("dtype", "float32")});
   }
   for (const json& o : j.at("outputs"))
-    g.outputs.push_back(GroupOutput{o.at("value").get<std::string>(), "", o.at("shape").get<std::vector<int64_t>>()});
+    g.outputs.push_back(GroupOutput{o.at("value").get<std::string>(), "", o.at("shape").get<std::vector<int64_t>>(),
+                                    o.value("dtype", "float32")});
   return g;
 }
+
+int64_t dtype_bytes(const std::string& dtype) { return dtype == "int64" ? 8 : 4; }
 
 json Plan::to_json() const {
   json j;
   j["groups"] = json::array();
   for (const auto& g : groups) j["groups"].push_back(g.to_json());
   j["outputs"] = outputs;
+  j["mutations"] = json::array();
+  for (const Mutation& m : mutations) j["mutations"].push_back(json{{"value", m.value}, {"kind", m.kind}, {"target", m.target}});
   return j;
 }
 
-Plan plan_graph(const Graph& g) {
-  for (const json& m : g.mutations)
-    FT_USER_ERROR("forward updates " + m.value("kind", std::string("state")) + " " + m.value("target", m.value("value", std::string("?"))) +
-                  " in place (e.g. BatchNorm running statistics); no kernel family lowers state updates yet");
-  return Planner(g).run();
-}
+Plan plan_graph(const Graph& g) { return Planner(g).run(); }
 
 }  // namespace fusetune

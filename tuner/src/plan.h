@@ -19,13 +19,18 @@ const char* access_name(Access a);
 struct Slot {
   Layout layout;  // for outputs: contiguous over the output value
   Access access;
+  std::string dtype = "float32";  // float32, or int64 (elementwise groups only)
 };
 
 struct GroupOutput {
   std::string value;
   std::string var;  // the C++ variable holding it inside Op::apply
   std::vector<int64_t> shape;
+  std::string dtype = "float32";
 };
+
+// Bytes per element of a slot or output dtype.
+int64_t dtype_bytes(const std::string& dtype);
 
 // torch's convolution arguments besides its tensors (a conv group's anchor).
 struct ConvParams {
@@ -63,10 +68,19 @@ struct Group {
   static Group from_json(const json& j);
 };
 
+// State the model's forward updates in place (BatchNorm's running statistics): the group output
+// holding the new value and the buffer (or input) it is stored into.
+struct Mutation {
+  std::string value;
+  std::string kind;    // buffer or input
+  std::string target;  // the buffer's attribute path, or the input's name
+};
+
 struct Plan {
   std::vector<Group> groups;
   // Graph output i is returned as this materialized value (a group output, input or parameter).
   std::vector<std::string> outputs;
+  std::vector<Mutation> mutations;
   json to_json() const;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct Step {
   int stat = -1;  // for a reduction: its statistic
   int scan = -1;  // for a cumsum / cumprod: its scan
   std::optional<PoolOp> pool = std::nullopt;  // a pooling op: its one loaded operand is the input's own view
+  bool int64 = false;  // elementwise groups: its value is int64 (a long long variable); else float
 };
 
 // A reduction of a row group, accumulated during pass `pass` over the row's elements from its
@@ -60,6 +62,7 @@ struct RowInfo {
 
 struct Building {
   Group group;
+  std::set<std::string> int64_values;  // values of int64 dtype the group reads
   std::vector<Step> steps;
   Layout a, b;  // gemm operands
   RowInfo row;  // family "reduce" only

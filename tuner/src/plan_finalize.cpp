@@ -1,6 +1,7 @@
 // Code generation for elementwise and matrix-product groups: the tensor slots each template
 // reads and writes, and the generated Op struct that computes the group's chain per element.
 #include <algorithm>
+#include <cmath>
 
 #include "error.h"
 #include "families.h"
@@ -37,16 +38,20 @@ Group finalize_group(Building& b) {
     gr.slots.push_back(Slot{b.a, Access::Operand});
     gr.slots.push_back(Slot{b.b, Access::Operand});
   }
+  auto dtype_of = [&](const std::string& value) { return b.int64_values.count(value) ? "int64" : "float32"; };
   auto slot_of = [&](const Layout& l, Access access) {
     for (size_t i = 0; i < gr.slots.size(); ++i)
       if (gr.slots[i].access == access && gr.slots[i].layout == l) return (int)i;
-    gr.slots.push_back(Slot{l, access});
+    gr.slots.push_back(Slot{l, access, dtype_of(l.base)});
     return (int)gr.slots.size() - 1;
   };
   const int64_t numel = gr.numel();
   gr.full_slot = (int)gr.slots.size();
-  // A pooled input is read through its own view (its windows), never as a Full slot.
-  auto full = [&](const Step& s, const Layout& l) { return !s.pool && l.is_contiguous() && l.numel() == numel; };
+  // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
+  // int64 input (the templates load Full slots as floats).
+  auto full = [&](const Step& s, const Layout& l) {
+    return !s.pool && l.is_contiguous() && l.numel() == numel && !b.int64_values.count(l.base);
+  };
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
       if (full(s, l)) slot_of(l, Access::Full);
@@ -54,8 +59,11 @@ Group finalize_group(Building& b) {
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
       if (!full(s, l)) slot_of(l, Access::Strided);
+  // float32 outputs first: the templates store those (kOut of them); Op::apply stores int64 ones.
+  std::stable_partition(gr.outputs.begin(), gr.outputs.end(), [](const GroupOutput& o) { return o.dtype == "float32"; });
   gr.out_slot = (int)gr.slots.size();
-  for (const GroupOutput& o : gr.outputs) gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output});
+  for (const GroupOutput& o : gr.outputs)
+    gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output, o.dtype});
   if ((int)gr.slots.size() > kMaxSlots)
     FT_USER_ERROR("group " + gr.id + " (" + gr.nodes.front() + ") needs " + std::to_string(gr.slots.size()) +
                   " tensors; a kernel takes at most " + std::to_string(kMaxSlots));
@@ -65,7 +73,9 @@ Group finalize_group(Building& b) {
     for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
       if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
     const int s = slot_of(l, Access::Strided);
-    return "a.ptr[" + std::to_string(s) + "][" + offset_expr(l, "idx") + "]";
+    const std::string ptr = b.int64_values.count(l.base) ? "reinterpret_cast<const long long*>(a.ptr[" + std::to_string(s) + "])"
+                                                           : "a.ptr[" + std::to_string(s) + "]";
+    return ptr + "[" + offset_expr(l, "idx") + "]";
   };
   std::string body;
   for (const Step& s : b.steps) {
@@ -83,7 +93,10 @@ Group finalize_group(Building& b) {
           if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
           return load_expr(s.loaded_operands.at(v));
         }
-        if (is_number(a)) return float_literal(number(a));
+        if (is_number(a)) {
+          const double v = number(a);
+          return s.int64 && std::isfinite(v) && v == std::floor(v) ? int_literal(v) : float_literal(v);
+        }
         if (a.is_string()) return a.get<std::string>();
         return "";
       };
@@ -95,17 +108,22 @@ Group finalize_group(Building& b) {
         }
       }
     }
-    body += "    const float " + s.var + " = " + expr + ";\n";
+    body += std::string("    const ") + (s.int64 ? "long long " : "float ") + s.var + " = " + expr + ";\n";
   }
-  for (size_t o = 0; o < gr.outputs.size(); ++o)
-    body += "    y[" + std::to_string(o) + "] = " + gr.outputs[o].var + ";\n";
+  int float_outputs = 0;
+  for (size_t o = 0; o < gr.outputs.size(); ++o) {
+    if (gr.outputs[o].dtype == "float32")
+      body += "    y[" + std::to_string(float_outputs++) + "] = " + gr.outputs[o].var + ";\n";
+    else  // contiguous over the index space, like every output
+      body += "    reinterpret_cast<long long*>(a.ptr[" + std::to_string(gr.out_slot + (int)o) + "])[idx] = " + gr.outputs[o].var + ";\n";
+  }
   const int n_in = std::max(1, anchor_inputs + gr.n_full);
   const bool pools = std::any_of(b.steps.begin(), b.steps.end(), [](const Step& s) { return s.pool.has_value(); });
   gr.op_struct = std::string(pools ? "#include \"pool.cuh\"\n\n" : "") + "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
                  "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
                  "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +
                  "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +
-                 "  static constexpr int kOut = " + std::to_string(gr.outputs.size()) + ";\n" +
+                 "  static constexpr int kOut = " + std::to_string(float_outputs) + ";\n" +
                  "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" +
                  "  template <int MATH, bool kBiasInProduct = false>\n" +
                  "  __device__ __forceinline__ static void apply(const fusetune::KernelArgs& a, long long idx,\n" +

@@ -33,10 +33,10 @@ class Planner {
  private:
   [[noreturn]] void unsupported(const Node& n, const std::string& why);
 
-  void check_float(const std::string& value, const Node* n);
+  void check_float(const std::string& value, const Node* n, bool int64_ok = false);
 
   // A value read from memory by node n: only float32 tensors can be read by the kernels.
-  const Layout& operand(const std::string& v, const Node& n);
+  const Layout& operand(const std::string& v, const Node& n, bool int64_ok = false);
 
   void visit(const Node& n);
 

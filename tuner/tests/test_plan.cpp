@@ -127,9 +127,46 @@ TEST(Plan, UnsupportedOpNamesOpAndLine) {
   }
 }
 
-TEST(Plan, NonFloatInputIsRefused) {
-  Graph g = G().value("i", {4}, "input", "int64").node("n", "aten.neg.default", {G::ref("i")}, {4}).build({"n"});
-  EXPECT_THROW(plan_graph(g), UserError);
+TEST(Plan, Int64ValuesAreComputedInIntegers) {
+  // BatchNorm's counter: num_batches_tracked + 1, a scalar int64 buffer; and an int64 input read
+  // by a float op (converted, as PyTorch promotes it) next to an int64 product kept in 64 bits.
+  G b;
+  b.value("count", {}, "buffer", "int64").value("i", {5}, "input", "int64").value("x", {5}, "input");
+  b.node("next", "aten.add.Tensor", {G::ref("count"), 1}, {});
+  b.values_dtype("next", "int64");
+  b.node("f", "aten.mul.Tensor", {G::ref("x"), G::ref("i")}, {5});
+  b.node("twice", "aten.mul.Tensor", {G::ref("i"), 2}, {5});
+  b.values_dtype("twice", "int64");
+  const Plan p = plan_graph(b.build({"f", "twice", "next"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& counter = p.groups[0];
+  EXPECT_EQ(counter.slots[0].dtype, "int64");
+  EXPECT_EQ(counter.slots[0].access, Access::Strided);  // int64 operands are never loaded as floats
+  EXPECT_EQ(counter.outputs.at(0).dtype, "int64");
+  EXPECT_NE(counter.op_struct.find("const long long v0 = (reinterpret_cast<const long long*>(a.ptr[0])[0LL] + 1LL);"),
+            std::string::npos) << counter.op_struct;
+  EXPECT_NE(counter.op_struct.find("reinterpret_cast<long long*>(a.ptr[1])[idx] = v0;"), std::string::npos) << counter.op_struct;
+  EXPECT_NE(counter.op_struct.find("kOut = 0;"), std::string::npos) << counter.op_struct;
+  const Group& mixed = p.groups[1];
+  // The float output first (the template stores it), the int64 one after it (Op::apply stores it).
+  ASSERT_EQ(mixed.outputs.size(), 2u);
+  EXPECT_EQ(mixed.outputs[0].value, "f");
+  EXPECT_EQ(mixed.outputs[1].dtype, "int64");
+  EXPECT_NE(mixed.op_struct.find("kOut = 1;"), std::string::npos) << mixed.op_struct;
+  EXPECT_NE(mixed.op_struct.find("* 2LL)"), std::string::npos) << mixed.op_struct;
+  EXPECT_EQ(Group::from_json(mixed.to_json()).slots.back().dtype, "int64");
+}
+
+TEST(Plan, Int64OutsideElementwiseOpsIsRefused) {
+  Graph g = G().value("i", {4, 3}, "input", "int64")
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("i"), json::array({1})}, {4})
+                .build({"s"});
+  try {
+    plan_graph(g);
+    FAIL() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has dtype int64"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Plan, JsonRoundTrip) {

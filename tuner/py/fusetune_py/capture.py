@@ -12,7 +12,7 @@ import sys
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
-from .common import (UserError, build_model_and_inputs, check_float32_inputs, dtype_name, first_line,
+from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line,
                      json_float, load_module, quiet, run_main, sha256_file, atomic_path)
 
 FORMAT = "fusetune-graph"
@@ -197,11 +197,13 @@ def _batch_norm_no_stats(x, weight, bias, training, momentum, eps):
 
 def _batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """BatchNorm in training mode: batch statistics, and the running statistics updated as PyTorch
-    does (the variance's unbiased estimate), returned for the caller to store."""
+    does (the variance's unbiased estimate), returned for the caller to store. Each update starts
+    from the batch statistic (old + (new - old) * momentum), so that it joins the statistics' row
+    group as a per-channel output instead of needing a kernel of its own."""
     out, mean, var, rstd = _batch_stats(x, weight, bias, eps)
     n = x.numel() // x.shape[1]
-    new_mean = running_mean * (1.0 - momentum) + mean * momentum
-    new_var = running_var * (1.0 - momentum) + var * (momentum * n / max(n - 1, 1))
+    new_mean = running_mean + (mean - running_mean) * momentum
+    new_var = running_var + (var * (n / max(n - 1, 1)) - running_var) * momentum
     return out, mean, rstd, new_mean, new_var
 
 
@@ -300,7 +302,7 @@ def capture(model_path, out_dir, seed):
     sha256 = sha256_file(model_path) if os.path.isfile(model_path) else None  # of the bytes we import
     module = load_module(model_path, "fusetune_user_model")
     model, inputs, init_args = build_model_and_inputs(module, seed)
-    check_float32_inputs(base, inputs)
+    check_input_dtypes(base, inputs)
     training = bool(model.training)
     ep = export_graph(model, inputs, base)
     outputs, mutations = describe_outputs(ep)

@@ -124,13 +124,15 @@ def build_model_and_inputs(module, seed):
     return model, inputs, init_args
 
 
-def check_float32_inputs(base, inputs):
+def check_input_dtypes(base, inputs):
+    """float32 tensors, and int64 ones (indices, targets), which the planner lets elementwise ops
+    read and says so where another op would need them."""
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
             raise UserError(f"{base}: input {i} is {type(x).__name__}, not a tensor; "
-                            "fusetune supports float32 tensors only")
-        if x.dtype != torch.float32:
-            raise UserError(f"{base}: input {i} has dtype {x.dtype}; fusetune supports float32 tensors only")
+                            "fusetune supports float32 and int64 tensors only")
+        if x.dtype not in (torch.float32, torch.int64):
+            raise UserError(f"{base}: input {i} has dtype {x.dtype}; fusetune supports float32 and int64 tensors only")
 
 
 def sha256_file(path):

@@ -147,7 +147,29 @@ def run_trial(module, model, model_new, seed_t, device, atol, rtol):
             _sync(device)
         except Exception as e:
             return {"seed": seed_t, "ok": False, "error": f"ModelNew forward failed: {first_line(e)}"}
-        return dict({"seed": seed_t}, **compare_outputs(out, ref, atol, rtol))
+        result = dict({"seed": seed_t}, **compare_outputs(out, ref, atol, rtol))
+        state = compare_state(model, model_new, atol, rtol)
+        if state:
+            result["state"] = state
+            result["ok"] = result["ok"] and all(s["ok"] for s in state.values())
+        return result
+
+
+def compare_state(model, model_new, atol, rtol):
+    """The buffers forward updates (BatchNorm's running statistics and counter) must match too:
+    floating ones within the tolerance, integer ones exactly."""
+    theirs = dict(model_new.named_buffers())
+    state = {}
+    for name, ref in model.named_buffers():
+        mine = theirs.get(name)
+        if mine is None:
+            state[name] = {"ok": False, "reason": "ModelNew has no such buffer"}
+        elif ref.is_floating_point():
+            state[name] = {k: v for k, v in compare_tensor(mine, ref, atol, rtol).items() if k != "first_mismatches"}
+        else:
+            same = mine.shape == ref.shape and bool(torch.equal(mine.to(ref.device), ref))
+            state[name] = {"ok": same, "reason": None if same else f"{mine.tolist()!r} != reference {ref.tolist()!r}"}
+    return state
 
 
 def verify(model_path, new_path, seed, trials, atol, rtol, device):

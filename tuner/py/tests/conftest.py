@@ -13,7 +13,6 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 MODELS_DIR = os.environ.get("FUSETUNE_MODELS_DIR", os.path.join(REPO, "..", "shared", "models"))
 SHARED_MODELS = sorted(glob.glob(os.path.join(MODELS_DIR, "*.py")))
 # Shared models whose inputs are not float32 (integer class targets): capture refuses them.
-NON_FLOAT_INPUTS = {"cross_entropy.py"}
 _SIZE_LINE = re.compile(r"^\w+(\s*,\s*\w+)*\s*=\s*[\d\s,.\[\]]+$")
 _INT = re.compile(r"(?<![\d.])\d+(?![\d.eE])")
 

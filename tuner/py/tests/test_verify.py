@@ -42,6 +42,7 @@ NEW_TEMPLATE = """
             bn = self.bn
             y = F.batch_norm(x @ self.fc.weight.t() + self.fc.bias, bn.running_mean, bn.running_var,
                              bn.weight, bn.bias, self.training, bn.momentum, bn.eps)
+            bn.num_batches_tracked.add_(1)
             y = torch.relu(y)
             OUTPUT
 """
@@ -111,6 +112,20 @@ def test_nan_output_fails(cli, write_model, tmp_path):
     first = t["first_mismatches"][0]
     assert (first["index"], first["out"], first["output"]) == ([0, 0], {"float": "nan"}, 0)
     assert t["rel_l2"] == {"float": "inf"}
+
+
+def test_state_the_model_updates_is_compared(cli, write_model, tmp_path):
+    """BatchNorm's running statistics and counter after each forward: a ModelNew that leaves them
+    alone returns the right outputs and still fails."""
+    body = NEW_TEMPLATE.replace("OUTPUT", "return y, y.sum(dim=1)")
+    body = body.replace("bn.running_mean, bn.running_var,", "None, None,").replace("bn.num_batches_tracked.add_(1)", "pass")
+    code, err, res = run_verify(cli, write_model(MODEL), new_model(write_model, body=body), tmp_path / "v.json", "--trials", "1")
+    assert code == 0, err
+    trial = res["trials"][0]
+    assert not res["ok"] and trial["outputs"][0]["ok"] and trial["outputs"][1]["ok"]
+    state = trial["state"]
+    assert not state["bn.running_mean"]["ok"] and not state["bn.running_var"]["ok"]
+    assert state["bn.num_batches_tracked"] == {"ok": False, "reason": "0 != reference 1"}
 
 
 def test_different_state_dict(cli, write_model, tmp_path):
