@@ -49,7 +49,8 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
   for (size_t o = 0; o < gr.outputs.size(); ++o) {
     const GroupOutput& out = gr.outputs[o];
     outs += "  torch::Tensor out" + std::to_string(o) + " = torch::empty(" + shape_list(out.shape) + ", " +
-            c_identifier(inputs.front()) + ".options().dtype(" + torch_dtype(out.dtype) + "));\n";
+            c_identifier(inputs.front()) + ".options()" +
+            (out.dtype == g.value(inputs.front()).dtype ? "" : ".dtype(" + torch_dtype(out.dtype) + ")") + ");\n";
     for (const Mutation& m : stores) {
       if (m.value != out.value) continue;
       params += ", torch::Tensor& " + store_param(m);
