@@ -44,17 +44,32 @@ void write_first_config_best(const Options& o, const Graph& g, const Plan& plan,
   write_file_atomic(path_join(o.out, "results/best.json"), make_best_json(o, g, plan, groups, ctx, numel).dump());
 }
 
-TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
-  char tmpl[] = "/tmp/fusetune_emit_XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
+// A fresh output folder holding a copy of `model_file` as model.py, captured and planned.
+struct Captured {
   Options o;
-  o.model = path_join(dir, "model.py");
-  write_file_atomic(o.model, read_file(std::string(FUSETUNE_TEST_DATA) + "/small_mixed.py"));
-  o.out = dir;
-  o.search.workers = 2;
-  validate(o);
-  const Graph g = capture_model(o);
-  const Plan plan = plan_graph(g);
+  Graph g;
+  Plan plan;
+};
+
+Captured capture_copy(const std::string& model_file) {
+  char tmpl[] = "/tmp/fusetune_emit_XXXXXX";
+  Captured c;
+  c.o.out = ::mkdtemp(tmpl);
+  c.o.model = path_join(c.o.out, "model.py");
+  write_file_atomic(c.o.model, read_file(model_file));
+  c.o.search.workers = 2;
+  validate(c.o);
+  c.g = capture_model(c.o);
+  c.plan = plan_graph(c.g);
+  return c;
+}
+
+TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_mixed.py");
+  const Options& o = cap.o;
+  const Graph& g = cap.g;
+  const Plan& plan = cap.plan;
+  const std::string dir = o.out;
   ASSERT_EQ(plan.groups.size(), 7u);
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
@@ -123,16 +138,11 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
 // Every convolution form (tests/gpu/models/conv_forms.py): cuDNN writing the output itself or a
 // scratch product that the epilogue pass reads, built against cuDNN's and torch's headers.
 TEST(Emit, ConvolutionGroupsBuild) {
-  char tmpl[] = "/tmp/fusetune_emit_conv_XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  Options o;
-  o.model = path_join(dir, "model.py");
-  write_file_atomic(o.model, read_file(std::string(FUSETUNE_TEST_DATA) + "/small_conv.py"));
-  o.out = dir;
-  o.search.workers = 2;
-  validate(o);
-  const Graph g = capture_model(o);
-  const Plan plan = plan_graph(g);
+  const Captured cap = capture_copy(path_join(fusetune_home(), "tests/gpu/models/conv_forms.py"));
+  const Options& o = cap.o;
+  const Graph& g = cap.g;
+  const Plan& plan = cap.plan;
+  const std::string dir = o.out;
   ASSERT_EQ(plan.groups.size(), 6u);
   std::map<std::string, KernelChoice> kernels;
   for (const Group& gr : plan.groups) kernels[gr.id] = KernelChoice{gr.id == "g2" ? "cudnn_fp32" : "cudnn_tf32", "cudnn_conv.h"};
@@ -159,16 +169,11 @@ TEST(Emit, ConvolutionGroupsBuild) {
 // State that forward updates in place (a running mean kept as a buffer): its group's binding
 // stores the new value into the model's buffer after the kernel ran.
 TEST(Emit, StateUpdatesBuild) {
-  char tmpl[] = "/tmp/fusetune_emit_state_XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  Options o;
-  o.model = path_join(dir, "model.py");
-  write_file_atomic(o.model, read_file(std::string(FUSETUNE_TEST_DATA) + "/small_state.py"));
-  o.out = dir;
-  o.search.workers = 2;
-  validate(o);
-  const Graph g = capture_model(o);
-  const Plan plan = plan_graph(g);
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_state.py");
+  const Options& o = cap.o;
+  const Graph& g = cap.g;
+  const Plan& plan = cap.plan;
+  const std::string dir = o.out;
   ASSERT_EQ(plan.groups.size(), 3u);
   ASSERT_EQ(plan.mutations.size(), 1u);
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}},
