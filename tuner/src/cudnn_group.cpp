@@ -3,21 +3,10 @@
 
 #include <dlfcn.h>
 
-#include <cstdio>
-
 #include "error.h"
+#include "util.h"
 
 namespace fusetune {
-
-namespace {
-
-std::string hex(long long v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)v);
-  return buf;
-}
-
-}  // namespace
 
 const Cudnn& cudnn_api(const std::string& path) {
   static const std::string loaded_path = path;
@@ -76,11 +65,11 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int rank, float
     return nullptr;
   }
   const CudnnEngine& e = *mine[rank];
-  json knobs = json::array(), constants = json::array({hex((long long)e.knobs.size())});
+  json knobs = json::array(), constants = json::array({hex64(e.knobs.size())});
   for (const auto& [type, value] : e.knobs) {
     knobs.push_back(json::array({type, value}));
-    constants.push_back(hex(type));
-    constants.push_back(hex(value));
+    constants.push_back(hex64((uint64_t)type));
+    constants.push_back(hex64((uint64_t)value));
   }
   const size_t version = api_.cudnnGetVersion();
   library = {{"name", "cudnn"},          {"version", version},   {"compute", tf32 ? "tf32" : "fp32"},

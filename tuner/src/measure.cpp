@@ -78,7 +78,6 @@ class Worker {
   DeviceInfo dev_;
   std::map<std::string, std::unique_ptr<DeviceBuffer>> inputs_;
   std::vector<std::unique_ptr<DeviceBuffer>> outputs_, refs_;
-  std::vector<std::string> output_dtypes_;
   std::vector<float*> slot_base_;
   std::unique_ptr<DeviceBuffer> flush_, stats_;
   CUmodule check_module_ = nullptr;
@@ -112,12 +111,6 @@ void Worker::setup_cublaslt() {
   lt_ = &cublaslt_api(job_.value("cublaslt_path", ""));
   if (lt_->cublasLtCreate(&lt_handle_) != CUBLAS_STATUS_SUCCESS) FT_THROW("cublasLtCreate failed");
   lt_workspace_ = std::make_unique<DeviceBuffer>(kCublasLtWorkspaceBytes);
-}
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)v);
-  return buf;
 }
 
 // cuBLASLt's description of an algorithm, for the reader of best.json.
@@ -216,7 +209,6 @@ void Worker::setup() {
       FT_CHECK(n >= 0, "output slot " + s.layout.base + " is not an output of " + group_.id);
       const size_t bytes = (size_t)n * dtype_bytes(s.dtype);
       outputs_.push_back(std::make_unique<DeviceBuffer>(bytes));
-      output_dtypes_.push_back(s.dtype);
       refs_.push_back(upload(s.layout.base));
       if (refs_.back()->bytes != bytes) FT_THROW("reference of " + s.layout.base + " has the wrong size");
       slot_base_.push_back(reinterpret_cast<float*>(outputs_.back()->ptr));
@@ -289,7 +281,7 @@ json Worker::check_outputs() {
   json per_output = json::array();
   bool ok = true;
   for (size_t o = 0; o < outputs_.size(); ++o) {
-    if (output_dtypes_[o] == "int64") {  // integers must match exactly
+    if (group_.outputs[o].dtype == "int64") {  // integers must match exactly (outputs_ is in output order)
       const size_t n = outputs_[o]->bytes / 8;
       std::vector<long long> got(n), want(n);
       CU_CHECK(cuMemcpyDtoH_v2(got.data(), outputs_[o]->ptr, n * 8));

@@ -48,27 +48,29 @@ Plan Planner::run() {
   for (const Node& n : g_.nodes) visit(n);
   Plan plan;
   for (const auto& out : g_.outputs) plan.outputs.push_back(materialize_output(out));
-  // The new value of each updated buffer or input, written by its group and stored by the binding.
-  for (const json& m : g_.mutations) {
-    const std::string value = m.at("value").get<std::string>(), target = m.at("target").get<std::string>();
-    const std::string stored = materialize_output(value);
-    if (!producer_.count(stored) || producer_.at(stored) < 0)
-      FT_USER_ERROR("forward stores " + value + " into " + target + " unchanged; fusetune lowers state updates computed by its kernels only");
-    plan.mutations.push_back(Mutation{stored, m.at("kind").get<std::string>(), target});
-    // The binding of the group making the new value stores it: no later group may read the old one.
-    for (const auto& [name, v] : g_.values) {
-      const bool is_target = m.at("kind") == "buffer" ? v.kind == "buffer" && v.target == target : name == target;
-      if (!is_target) continue;
-      for (size_t gi = producer_.at(stored) + 1; gi < groups_.size(); ++gi)
-        for (const Step& s : groups_[gi].steps)
-          for (const auto& [operand, l] : s.loaded_operands)
-            if (l.base == name)
-              FT_USER_ERROR("forward reads " + target + " after computing its new value in a kernel that runs earlier; "
-                            "fusetune stores state updates when their kernel runs, so this order is not lowered");
-    }
-  }
+  for (const json& m : g_.mutations) plan.mutations.push_back(add_mutation(m));
   for (auto& b : groups_) plan.groups.push_back(b.group.family == "reduce" ? finalize_rows(b) : finalize_group(b));
   return plan;
+}
+
+// The new value of an updated buffer or input, written by its group and stored by that group's
+// binding: no later group may read the old value.
+Mutation Planner::add_mutation(const json& m) {
+  const Mutation mutation{materialize_output(m.at("value").get<std::string>()), m.at("kind").get<std::string>(),
+                          m.at("target").get<std::string>()};
+  if (!producer_.count(mutation.value) || producer_.at(mutation.value) < 0)
+    FT_USER_ERROR("forward stores " + mutation.value + " into " + mutation.target +
+                  " unchanged; fusetune lowers state updates computed by its kernels only");
+  std::string old;  // the graph value holding the state before forward
+  for (const auto& [name, v] : g_.values)
+    if (mutation.kind == "buffer" ? v.kind == "buffer" && v.target == mutation.target : name == mutation.target) old = name;
+  for (size_t gi = producer_.at(mutation.value) + 1; gi < groups_.size(); ++gi)
+    for (const Step& s : groups_[gi].steps)
+      for (const auto& [operand, l] : s.loaded_operands)
+        if (l.base == old)
+          FT_USER_ERROR("forward reads " + mutation.target + " after computing its new value in a kernel that runs earlier; "
+                        "fusetune stores state updates when their kernel runs, so this order is not lowered");
+  return mutation;
 }
 
 void Planner::unsupported(const Node& n, const std::string& why) {

@@ -135,6 +135,12 @@ void sha256_block(std::array<uint32_t, 8>& h, const unsigned char* p) {
 
 }  // namespace
 
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)v);
+  return buf;
+}
+
 std::string sha256_hex(const std::string& data) {
   std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};

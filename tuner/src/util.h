@@ -20,6 +20,7 @@ std::string dir_name(const std::string& path);
 std::string base_name(const std::string& path);
 
 std::string sha256_hex(const std::string& data);
+std::string hex64(uint64_t v);  // "0x" and 16 hex digits
 
 // Runs argv with extra environment entries, passing stdio through; returns the exit status
 // (128 + signal when killed by one).
