@@ -31,7 +31,8 @@ __device__ __forceinline__ void store_vec(float* p, const float (&v)[VEC]) {
 }
 
 // Inputs [kFullSlot, kFullSlot + kFull) and outputs [kOutSlot, kOutSlot + kOut) are contiguous
-// with the index space; Op::apply loads any broadcast inputs itself.
+// with the index space; Op::apply loads any broadcast inputs itself, and stores int64 outputs
+// (after the kOut float ones) itself.
 template <class Op, int VEC>
 __device__ __forceinline__ bool vector_aligned(const KernelArgs& a) {
   unsigned long long bits = 0;
@@ -45,7 +46,7 @@ __device__ __forceinline__ bool vector_aligned(const KernelArgs& a) {
 template <class Op, int MATH>
 __device__ __forceinline__ void apply_scalar(const KernelArgs& a, long long i) {
   float in[Op::kIn];
-  float out[Op::kOut];
+  float out[out_count<Op>()];
 #pragma unroll
   for (int s = 0; s < Op::kFull; ++s) in[s] = a.ptr[Op::kFullSlot + s][i];
   Op::template apply<MATH>(a, i, in, out);
@@ -70,11 +71,11 @@ __device__ __forceinline__ void elementwise_body(const KernelArgs& a) {
 #pragma unroll
       for (int u = 0; u < ILP; ++u) {
         const long long i = base + ((long long)u * BLOCK + threadIdx.x) * VEC;
-        float out[Op::kOut][VEC];
+        float out[out_count<Op>()][VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           float x[Op::kIn];
-          float y[Op::kOut];
+          float y[out_count<Op>()];
 #pragma unroll
           for (int s = 0; s < Op::kFull; ++s) x[s] = in[u][s][j];
           Op::template apply<MATH>(a, i + j, x, y);

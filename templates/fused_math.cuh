@@ -46,17 +46,7 @@ __device__ __forceinline__ float pow_(float x, float e) {
   return powf(x, e);
 }
 
-// Element of a broadcast or strided input slot at linear output index idx.
-template <int RANK, class Args>
-__device__ __forceinline__ float load_strided(const Args& a, int slot, long long idx) {
-  long long offset = 0;
-#pragma unroll
-  for (int d = RANK - 1; d >= 0; --d) {
-    const long long size = a.size[slot][d];
-    offset += (idx % size) * a.stride[slot][d];
-    idx /= size;
-  }
-  return a.ptr[slot][offset];
-}
+// Size of a kernel's array of float outputs: an Op whose outputs are all int64 has kOut = 0.
+template <class Op> __host__ __device__ constexpr int out_count() { return Op::kOut > 0 ? Op::kOut : 1; }
 
 }  // namespace fusetune

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) gemm_kernel(const Kerne
       if (col >= N) continue;
       const long long idx = (bz * M + row) * N + col;
       float x[Op::kIn];
-      float y[Op::kOut];
+      float y[out_count<Op>()];
       x[0] = acc[i][j];
 #pragma unroll
       for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][idx];

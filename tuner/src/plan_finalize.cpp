@@ -73,9 +73,9 @@ Group finalize_group(Building& b) {
     for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
       if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
     const int s = slot_of(l, Access::Strided);
-    if (b.int64_values.count(l.base))
-      return "reinterpret_cast<const long long*>(a.ptr[" + std::to_string(s) + "])[" + offset_expr(l, "idx") + "]";
-    return "fusetune::load_strided<" + std::to_string(l.sizes.size()) + ">(a, " + std::to_string(s) + ", idx)";
+    const std::string ptr = b.int64_values.count(l.base) ? "reinterpret_cast<const long long*>(a.ptr[" + std::to_string(s) + "])"
+                                                           : "a.ptr[" + std::to_string(s) + "]";
+    return ptr + "[" + offset_expr(l, "idx") + "]";
   };
   std::string body;
   for (const Step& s : b.steps) {
@@ -111,10 +111,6 @@ Group finalize_group(Building& b) {
     body += std::string("    const ") + (s.int64 ? "long long " : "float ") + s.var + " = " + expr + ";\n";
   }
   int float_outputs = 0;
-  // The templates keep their float outputs in arrays of kOut elements, which cannot be empty.
-  if (std::none_of(gr.outputs.begin(), gr.outputs.end(), [](const GroupOutput& o) { return o.dtype == "float32"; }))
-    FT_USER_ERROR("group " + gr.id + " (" + gr.nodes.front() + ") computes int64 values only; a kernel without a float32 "
-                  "output is not lowered yet (e.g. BatchNorm's num_batches_tracked + 1 on its own)");
   for (size_t o = 0; o < gr.outputs.size(); ++o) {
     if (gr.outputs[o].dtype == "float32")
       body += "    y[" + std::to_string(float_outputs++) + "] = " + gr.outputs[o].var + ";\n";

@@ -168,23 +168,47 @@ TEST(Emit, ConvolutionGroupsBuild) {
 
 // State that forward updates in place (a running mean kept as a buffer): its group's binding
 // stores the new value into the model's buffer after the kernel ran.
-TEST(Emit, StateUpdatesBuild) {
+TEST(Emit, StateUpdates) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_state.py");
-  const Options& o = cap.o;
-  const Graph& g = cap.g;
   const Plan& plan = cap.plan;
-  const std::string dir = o.out;
   ASSERT_EQ(plan.groups.size(), 3u);
   ASSERT_EQ(plan.mutations.size(), 1u);
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}},
                                                        {"g1", KernelChoice{"reduce", "reduce.cuh"}},
                                                        {"g2", KernelChoice{"elementwise", "elementwise.cuh"}}};
-  emit_extension(g, plan, dir, o.model, kernels);
-  const std::string g1 = read_file(path_join(dir, "extension/kernels/g1_binding.cpp"));
+  emit_extension(cap.g, plan, cap.o.out, cap.o.model, kernels);
+  const std::string g1 = read_file(path_join(cap.o.out, "extension/kernels/g1_binding.cpp"));
   EXPECT_NE(g1.find("fusetune::check_input(state_running, \"running\", {7});"), std::string::npos) << g1;
   EXPECT_NE(g1.find("cudaMemcpyAsync(state_running.data_ptr(), out0.data_ptr(), 28,"), std::string::npos) << g1;
-  const std::string model_new = read_file(path_join(dir, "model_new.py"));
+  const std::string model_new = read_file(path_join(cap.o.out, "model_new.py"));
   EXPECT_NE(model_new.find("cuda_extension.g1(z, mul, self.get_buffer(\"running\"))"), std::string::npos) << model_new;
+}
+
+// BatchNorm in training mode: int64 counters and running statistics that the bindings store into
+// the model's buffers after their kernels ran.
+TEST(Emit, StateUpdatesAndInt64Build) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_batchnorm.py");
+  const Options& o = cap.o;
+  const Graph& g = cap.g;
+  const Plan& plan = cap.plan;
+  const std::string dir = o.out;
+  ASSERT_EQ(plan.groups.size(), 3u);
+  ASSERT_EQ(plan.mutations.size(), 6u);
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}},
+                                                       {"g1", KernelChoice{"reduce", "reduce.cuh"}},
+                                                       {"g2", KernelChoice{"reduce_thread", "reduce.cuh"}}};
+  emit_extension(g, plan, dir, o.model, kernels);
+  const std::string g0 = read_file(path_join(dir, "extension/kernels/g0_binding.cpp"));
+  EXPECT_NE(g0.find("fusetune::check_input(b_bn2_num_batches_tracked, \"b_bn2_num_batches_tracked\", {}, torch::kInt64);"),
+            std::string::npos) << g0;
+  EXPECT_NE(g0.find("torch::empty({}, b_bn2_num_batches_tracked.options());"), std::string::npos) << g0;
+  EXPECT_NE(g0.find("reinterpret_cast<float*>(b_bn2_num_batches_tracked.data_ptr<int64_t>() + 0)"), std::string::npos) << g0;
+  EXPECT_NE(g0.find("cudaMemcpyAsync(state_bn2_num_batches_tracked.data_ptr(), out0.data_ptr(), 8,"), std::string::npos) << g0;
+  const std::string g1 = read_file(path_join(dir, "extension/kernels/g1_binding.cpp"));
+  EXPECT_NE(g1.find("cudaMemcpyAsync(state_bn2_running_mean.data_ptr(),"), std::string::npos) << g1;
+  const std::string model_new = read_file(path_join(dir, "model_new.py"));
+  EXPECT_NE(model_new.find("self.get_buffer(\"bn2.running_mean\"), self.get_buffer(\"bn2.running_var\")"), std::string::npos)
+      << model_new;
   const std::string forward = model_new.substr(model_new.find("def forward"));
   EXPECT_EQ(forward.find("torch."), std::string::npos) << forward;
   write_first_config_best(o, g, plan, kernels);

@@ -171,6 +171,7 @@ GPU_FAMILY_PLANS = {
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
+    "norms_batch_train.py": ["elementwise", "reduce", "reduce"],
 }
 
 
