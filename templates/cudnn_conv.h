@@ -8,6 +8,10 @@
 // backward data pass, with x as dy and y as dx). Its bias and every later op are the group's
 // epilogue pass (templates/gemm_epilogue.cuh). One-dimensional convolutions run as 2-D ones over
 // a height of 1 (cuDNN wants at least 4-D tensors).
+//
+// Layout 1 (channels-last) describes all three tensors channels-last instead (NHWC; the weight
+// KRSC), which many of cuDNN's fast engines want: x and w are then transposed copies of contiguous
+// inputs, and the epilogue pass reads y channels-last (templates/conv_epilogue.cuh).
 #pragma once
 #include <cudnn.h>
 
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "fusetune_args.h"
+#include "launch.h"
 
 namespace fusetune {
 
@@ -72,6 +77,26 @@ inline std::vector<long long> conv_output_sizes(const ConvSpec& c, const long lo
   return y;
 }
 
+// A tensor of the convolution as [n, c, s]: batch (or the weight's first dimension), channels
+// (its second) and the product of the spatial sizes.
+struct ConvDims {
+  long long n = 1, c = 1, s = 1;
+  long long numel() const { return n * c * s; }
+};
+
+inline ConvDims conv_dims(const std::vector<long long>& sizes) {
+  ConvDims d{sizes[0], sizes[1], 1};
+  for (size_t i = 2; i < sizes.size(); ++i) d.s *= sizes[i];
+  return d;
+}
+
+// Grid of templates/conv_epilogue.cuh's kernels over [n, c, s]: a block of 32 x 8 threads per
+// tile of 32 channels x 32 positions (kTile, kTileRows there), batches along z.
+inline LaunchDims channels_last_launch(const ConvDims& d) {
+  return LaunchDims{{(unsigned)ceil_div(d.s, 32), (unsigned)ceil_div(d.c, 32), (unsigned)d.n}, {32u, 8u, 1u}, 0u};
+}
+constexpr long long kMaxGridZ = 65535;
+
 // One engine configuration: cuDNN's global engine index and its knob choices (type, value).
 struct CudnnEngine {
   long long index = -1;
@@ -85,25 +110,38 @@ struct CudnnEngine {
 class CudnnConv {
  public:
   // groups: the convolution's groups (x's channels over the weight's second dimension for a forward one).
-  CudnnConv(const Cudnn& api, cudnnHandle_t handle, const KernelArgs& a, const ConvSpec& spec, long long groups)
+  CudnnConv(const Cudnn& api, cudnnHandle_t handle, const KernelArgs& a, const ConvSpec& spec, long long groups,
+            bool channels_last = false)
       : api_(api), handle_(handle), spec_(spec) {
     const int rank = 2 + spec.spatial, padded = spec.spatial == 1 ? 4 : rank;
     std::vector<long long> xs(a.size[0], a.size[0] + rank), ws(a.size[1], a.size[1] + rank);
     const std::vector<long long> ys = conv_output_sizes(spec, xs.data(), ws.data(), groups);
+    dims_[0] = conv_dims(xs);
+    dims_[1] = conv_dims(ws);
+    dims_[2] = conv_dims(ys);
     std::vector<long long> yst(rank, 1);
     for (int d = rank - 2; d >= 0; --d) yst[d] = yst[d + 1] * ys[d + 1];
-    auto dims = [&](std::vector<long long> s, const long long* st, std::vector<long long>& sizes, std::vector<long long>& strides) {
+    auto describe = [&](std::vector<long long> s, const long long* st, std::vector<long long>& sizes, std::vector<long long>& strides) {
       sizes.assign(s.begin(), s.end());
       strides.assign(st, st + rank);
       if (padded != rank) {  // [n, c, l] as [n, c, 1, l]
         sizes.insert(sizes.begin() + 2, 1);
         strides.insert(strides.begin() + 2, strides[2] * sizes[3]);
       }
+      if (channels_last) {  // channels innermost, then the spatial dimensions, the batch outermost
+        strides[1] = 1;
+        long long next = sizes[1];
+        for (size_t d = sizes.size() - 1; d >= 2; --d) {
+          strides[d] = next;
+          next *= sizes[d];
+        }
+        strides[0] = next;
+      }
     };
     std::vector<long long> sz[3], st[3];
-    dims(xs, a.stride[0], sz[0], st[0]);
-    dims(ws, a.stride[1], sz[1], st[1]);
-    dims(ys, yst.data(), sz[2], st[2]);
+    describe(xs, a.stride[0], sz[0], st[0]);
+    describe(ws, a.stride[1], sz[1], st[1]);
+    describe(ys, yst.data(), sz[2], st[2]);
     for (int t = 0; t < 3 && ok(); ++t) tensor(t, sz[t], st[t]);
     std::vector<long long> stride, pad, dil;
     if (padded != rank) {  // the height of 1: stride 1, no padding, dilation 1
@@ -160,6 +198,8 @@ class CudnnConv {
   CudnnConv& operator=(const CudnnConv&) = delete;
 
   bool ok() const { return status_ == CUDNN_STATUS_SUCCESS; }
+  // Tensor t (0 x, 1 w, 2 y) as [n, c, s].
+  const ConvDims& dims(int t) const { return dims_[t]; }
   // What failed while describing the convolution ("" when nothing did).
   const std::string& error() const { return error_; }
 
@@ -238,7 +278,7 @@ class CudnnConv {
     if (plan) api_.cudnnBackendDestroyDescriptor(plan);
   }
 
-  // y = conv(x, w) with x, w the pointers of slots 0 and 1 of a and y contiguous.
+  // y = conv(x, w) with x, w the pointers of slots 0 and 1 of a, all three laid out as described.
   cudnnStatus_t run(cudnnBackendDescriptor_t plan, const KernelArgs& a, float* y, void* workspace, cudaStream_t stream) const {
     cudnnStatus_t s = api_.cudnnSetStream(handle_, stream);
     if (s != CUDNN_STATUS_SUCCESS) return s;
@@ -358,6 +398,7 @@ class CudnnConv {
   const Cudnn& api_;
   cudnnHandle_t handle_;
   ConvSpec spec_;
+  ConvDims dims_[3];
   cudnnBackendDescriptor_t tensors_[3] = {nullptr, nullptr, nullptr};
   cudnnBackendDescriptor_t conv_ = nullptr, op_ = nullptr, graph_ = nullptr;
   cudnnStatus_t status_ = CUDNN_STATUS_SUCCESS;
@@ -369,12 +410,17 @@ class CudnnConv {
 // this process loaded is the one the engine was tuned with, plans it (cuDNN refusing it is an
 // error) and allocates the workspace it needs, once; knobs is {count, type0, value0, type1,
 // value1, ...}. Many fast engines need a workspace as large as the tensors (they change their
-// layout in it), so it is sized by the engine rather than fixed per group.
+// layout in it), so it is sized by the engine rather than fixed per group. A channels-last
+// convolution also allocates, once, its transposed x and w and its channels-last y.
 class CudnnBaked {
  public:
+  // Launches templates/conv_epilogue.cuh's to_channels_last_kernel over [n, c, s] (the caller is
+  // nvcc-compiled code; this header is host C++).
+  using Transpose = void (*)(const float* in, float* out, const ConvDims& d, cudaStream_t stream);
+
   CudnnBaked(const KernelArgs& a, const ConvSpec& spec, long long groups, unsigned long long engine,
-             const unsigned long long* knobs, unsigned long long version)
-      : conv_(cudnn_linked(), handle(), a, spec, groups) {
+             const unsigned long long* knobs, unsigned long long version, bool channels_last = false)
+      : conv_(cudnn_linked(), handle(), a, spec, groups, channels_last), channels_last_(channels_last) {
     const Cudnn& api = cudnn_linked();
     if (api.cudnnGetVersion() != version)
       throw std::runtime_error("fusetune: this convolution was tuned with cuDNN " + std::to_string(version) +
@@ -386,21 +432,28 @@ class CudnnBaked {
     const CudnnConv::Plan p = conv_.plan(e);
     if (!p.plan) throw std::runtime_error("fusetune: cuDNN refuses the tuned engine " + std::to_string(engine) + " (" + p.why + ")");
     plan_ = p.plan;
-    if (p.workspace > 0 && cudaMalloc(&workspace_, (size_t)p.workspace) != cudaSuccess)
-      throw std::runtime_error("fusetune: cannot allocate the " + std::to_string(p.workspace >> 20) +
-                               " MiB workspace of the tuned cuDNN engine");
+    allocate(&workspace_, p.workspace, "workspace of the tuned cuDNN engine");
+    if (channels_last_)
+      for (int t = 0; t < 3; ++t) allocate(&channels_last_copy_[t], conv_.dims(t).numel() * (long long)sizeof(float), "channels-last copies");
   }
   ~CudnnBaked() {
     conv_.destroy(plan_);
-    if (workspace_) cudaFree(workspace_);
+    for (void* p : {workspace_, channels_last_copy_[0], channels_last_copy_[1], channels_last_copy_[2]})
+      if (p) cudaFree(p);
   }
-  void run(const KernelArgs& a, float* y, cudaStream_t stream) const {
-    for (const void* p : {(const void*)a.ptr[0], (const void*)a.ptr[1], (const void*)y})
-      if ((unsigned long long)p % 16)
-        throw std::runtime_error("fusetune: the convolution's tensors must be 16-byte aligned (as torch allocates them)");
-    const cudnnStatus_t s = conv_.run(plan_, a, y, workspace_, stream);
-    if (s != CUDNN_STATUS_SUCCESS)
-      throw std::runtime_error(std::string("fusetune: cuDNN failed running the convolution: ") + cudnn_linked().cudnnGetErrorString(s));
+  // y = conv(x, w) into y, channels-first and contiguous.
+  void run(const KernelArgs& a, float* y, cudaStream_t stream) const { execute(a, y, stream); }
+  // The channels-last convolution of the contiguous x and w of a: returns its channels-last y.
+  const float* run_channels_last(const KernelArgs& a, Transpose transpose, cudaStream_t stream) const {
+    if (!channels_last_) throw std::runtime_error("fusetune: the tuned convolution is not channels-last");
+    KernelArgs t = a;
+    for (int i = 0; i < 2; ++i) {
+      t.ptr[i] = static_cast<float*>(channels_last_copy_[i]);
+      transpose(a.ptr[i], t.ptr[i], conv_.dims(i), stream);
+    }
+    float* y = static_cast<float*>(channels_last_copy_[2]);
+    execute(t, y, stream);
+    return y;
   }
 
  private:
@@ -412,9 +465,23 @@ class CudnnBaked {
     }();
     return h;
   }
+  static void allocate(void** p, long long bytes, const char* what) {
+    if (bytes > 0 && cudaMalloc(p, (size_t)bytes) != cudaSuccess)
+      throw std::runtime_error("fusetune: cannot allocate the " + std::to_string(bytes >> 20) + " MiB " + what);
+  }
+  void execute(const KernelArgs& a, float* y, cudaStream_t stream) const {
+    for (const void* p : {(const void*)a.ptr[0], (const void*)a.ptr[1], (const void*)y})
+      if ((unsigned long long)p % 16)
+        throw std::runtime_error("fusetune: the convolution's tensors must be 16-byte aligned (as torch allocates them)");
+    const cudnnStatus_t s = conv_.run(plan_, a, y, workspace_, stream);
+    if (s != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error(std::string("fusetune: cuDNN failed running the convolution: ") + cudnn_linked().cudnnGetErrorString(s));
+  }
   CudnnConv conv_;
+  bool channels_last_;
   cudnnBackendDescriptor_t plan_ = nullptr;
   void* workspace_ = nullptr;
+  void* channels_last_copy_[3] = {nullptr, nullptr, nullptr};  // x, w, y
 };
 #endif
 

@@ -39,29 +39,67 @@ ConvSpec conv_spec(const ConvParams& c) {
   return s;
 }
 
-CudnnGroup::CudnnGroup(const std::string& library_path, const Group& g, const KernelArgs& a)
-    : api_(cudnn_api(library_path)), args_(a) {
+CudnnGroup::CudnnGroup(const std::string& library_path, const Group& g, const KernelArgs& a, Transpose transpose)
+    : api_(cudnn_api(library_path)), spec_(conv_spec(g.conv)), groups_(g.conv.groups), id_(g.id), args_(a),
+      transpose_(std::move(transpose)) {
   if (api_.cudnnCreate(&handle_) != CUDNN_STATUS_SUCCESS) FT_THROW("cudnnCreate failed");
-  conv_ = std::make_unique<CudnnConv>(api_, handle_, a, conv_spec(g.conv), g.conv.groups);
-  if (!conv_->ok()) FT_THROW("cuDNN cannot describe the convolution of " + g.id + ": " + conv_->error());
-  for (const CudnnEngine& e : conv_->engines())
-    if (!e.reduced) engines_.push_back(e);  // down-converting engines fail fp32's and TF32's accuracy alike
 }
 
 CudnnGroup::~CudnnGroup() {
-  if (conv_) conv_->destroy(plan_);
-  conv_.reset();
-  if (workspace_) Driver::get().cuMemFree_v2(workspace_);
+  if (planned_) planned_->destroy(plan_);
+  for (Layout& l : layouts_) l.conv.reset();
+  for (CUdeviceptr p : {workspace_, channels_last_[0], channels_last_[1]})
+    if (p) Driver::get().cuMemFree_v2(p);
   if (handle_) api_.cudnnDestroy(handle_);
 }
 
-std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int rank, float* y, json& library, std::string& unavailable) {
+CudnnGroup::Layout& CudnnGroup::layout(int l) {
+  Layout& out = layouts_[l];
+  if (out.conv) return out;
+  out.conv = std::make_unique<CudnnConv>(api_, handle_, args_, spec_, groups_, l == 1);
+  if (!out.conv->ok())
+    FT_THROW("cuDNN cannot describe the " + std::string(l == 1 ? "channels-last " : "") + "convolution of " + id_ + ": " +
+             out.conv->error());
+  for (const CudnnEngine& e : out.conv->engines())
+    if (!e.reduced) out.engines.push_back(e);  // down-converting engines fail fp32's and TF32's accuracy alike
+  return out;
+}
+
+namespace {
+
+// Whether slot s of a is contiguous over its first `rank` dimensions.
+bool contiguous(const KernelArgs& a, int s, int rank) {
+  long long expect = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (a.size[s][d] != 1 && a.stride[s][d] != expect) return false;
+    expect *= a.size[s][d];
+  }
+  return true;
+}
+
+}  // namespace
+
+std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int layout_index, int rank, float* y, json& library,
+                                                      std::string& unavailable) {
+  const bool channels_last = layout_index == 1;
+  const int tensor_rank = 2 + spec_.spatial;
+  if (channels_last && !(contiguous(args_, 0, tensor_rank) && contiguous(args_, 1, tensor_rank))) {
+    unavailable = "the channels-last layout transposes contiguous inputs; x or the weight is a strided view";
+    return nullptr;
+  }
+  const Layout& lay = layout(layout_index);
+  if (channels_last)
+    for (int t = 0; t < 3; ++t)
+      if (lay.conv->dims(t).n > kMaxGridZ) {
+        unavailable = "the channels-last transposes take at most " + std::to_string(kMaxGridZ) + " batches";
+        return nullptr;
+      }
   std::vector<const CudnnEngine*> mine;
-  for (const CudnnEngine& e : engines_)
+  for (const CudnnEngine& e : lay.engines)
     if (e.tensor_core == tf32) mine.push_back(&e);
   if (rank >= (int)mine.size()) {
     unavailable = "cuDNN's heuristics offer " + std::to_string(mine.size()) + (tf32 ? " tensor-core" : " non-tensor-core") +
-                  " engine configurations for this convolution";
+                  " engine configurations for this convolution" + (channels_last ? " channels-last" : "");
     return nullptr;
   }
   const CudnnEngine& e = *mine[rank];
@@ -72,8 +110,13 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int rank, float
     constants.push_back(hex64((uint64_t)value));
   }
   const size_t version = api_.cudnnGetVersion();
-  library = {{"name", "cudnn"},          {"version", version},   {"compute", tf32 ? "tf32" : "fp32"},
-             {"engine", e.index},        {"knobs", knobs},       {"rank", rank},
+  library = {{"name", "cudnn"},
+             {"version", version},
+             {"compute", tf32 ? "tf32" : "fp32"},
+             {"layout", channels_last ? "channels_last" : "channels_first"},
+             {"engine", e.index},
+             {"knobs", knobs},
+             {"rank", rank},
              {"workspace_bytes", e.workspace},
              {"constants", {{"ENGINE_INDEX", e.index}, {"KNOBS", constants}, {"CUDNN_TUNED_VERSION", version}}}};
   if (!e.why.empty()) {
@@ -85,9 +128,10 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int rank, float
       unavailable = "the convolution's tensors are not 16-byte aligned";
       return nullptr;
     }
-  conv_->destroy(plan_);
-  const CudnnConv::Plan p = conv_->plan(e);
+  if (planned_) planned_->destroy(plan_);
+  const CudnnConv::Plan p = lay.conv->plan(e);
   plan_ = p.plan;
+  planned_ = lay.conv.get();
   if (!plan_) {
     unavailable = "engine " + std::to_string(e.index) + ": " + p.why;
     return nullptr;
@@ -104,8 +148,23 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int rank, float
     }
     workspace_bytes_ = (size_t)p.workspace;
   }
-  return [this, y](CUstream stream) {
-    const cudnnStatus_t s = conv_->run(plan_, args_, y, reinterpret_cast<void*>(workspace_), (cudaStream_t)stream);
+  KernelArgs conv_args = args_;
+  if (channels_last) {
+    for (int t = 0; t < 2; ++t) {
+      if (!channels_last_[t] && Driver::get().cuMemAlloc_v2(&channels_last_[t], lay.conv->dims(t).numel() * sizeof(float)) != CUDA_SUCCESS) {
+        channels_last_[t] = 0;
+        unavailable = "no device memory for the channels-last copies of x and the weight";
+        return nullptr;
+      }
+      conv_args.ptr[t] = reinterpret_cast<float*>(channels_last_[t]);
+    }
+  }
+  const CudnnConv* conv = lay.conv.get();
+  return [this, conv, conv_args, channels_last, y](CUstream stream) {
+    if (channels_last)
+      for (int t = 0; t < 2; ++t)
+        if (const CUresult r = transpose_(args_.ptr[t], conv_args.ptr[t], conv->dims(t), stream); r != CUDA_SUCCESS) return r;
+    const cudnnStatus_t s = conv->run(plan_, conv_args, y, reinterpret_cast<void*>(workspace_), (cudaStream_t)stream);
     error_ = s == CUDNN_STATUS_SUCCESS ? "" : std::string("cuDNN: ") + api_.cudnnGetErrorString(s);
     return s == CUDNN_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
   };

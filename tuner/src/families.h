@@ -52,8 +52,8 @@ class Family {
 
   // Whether this family can run group g at all; `why` says why not.
   virtual bool supports(const Group& g, std::string& why) const { return true; }
-  // Whether a candidate includes an NVRTC-compiled kernel (kernel_instance); a library call alone does not.
-  virtual bool has_kernel(const Group& g) const { return true; }
+  // Whether candidate c includes an NVRTC-compiled kernel (kernel_instance); a library call alone does not.
+  virtual bool has_kernel(const Group& g, const Config& c) const { return true; }
   // The header that defines kernel_instance (for NVRTC): the space's template unless that is host code.
   virtual std::string kernel_header(const std::string& template_file) const { return template_file; }
   // Whether the search measures this family's candidates before the others (a library's fast,

@@ -72,6 +72,9 @@ class Worker {
   std::function<CUresult(CUstream)> cublaslt_run(const json& call, float* out, json& result, std::string& unavailable);
   void setup_cublaslt();
   std::string library_error() const;
+  // Compiles (through the cache) and loads kernel `name` of `source`.
+  CUfunction load_kernel(const std::string& source, const std::string& name);
+  CUresult transpose_channels_last(const float* in, float* out, const ConvDims& d, CUstream stream);
 
   json job_;
   Group group_;
@@ -80,8 +83,7 @@ class Worker {
   std::vector<std::unique_ptr<DeviceBuffer>> outputs_, refs_;
   std::vector<float*> slot_base_;
   std::unique_ptr<DeviceBuffer> flush_, stats_;
-  CUmodule check_module_ = nullptr;
-  CUfunction check_fn_ = nullptr;
+  CUfunction check_fn_ = nullptr, transpose_fn_ = nullptr;
   KernelArgs args_{};
   double best_ms_ = -1.0;
   // cuBLASLt (loaded only when a candidate calls it): handle, workspace, the product buffer of
@@ -134,9 +136,14 @@ json algo_config(const CublasLt& lt, const cublasLtMatmulAlgo_t& algo) {
 std::function<CUresult(CUstream)> Worker::library_run(const json& cand, float* out, json& result, std::string& unavailable) {
   if (cand.contains("cublaslt")) return cublaslt_run(cand.at("cublaslt"), out, result, unavailable);
   const json& c = cand.at("cudnn");
-  if (!dnn_) dnn_ = std::make_unique<CudnnGroup>(job_.value("cudnn_path", ""), group_, args_);
+  if (!dnn_)
+    dnn_ = std::make_unique<CudnnGroup>(job_.value("cudnn_path", ""), group_, args_,
+                                        [this](const float* in, float* to, const ConvDims& d, CUstream stream) {
+                                          return transpose_channels_last(in, to, d, stream);
+                                        });
   json library;
-  auto run = dnn_->prepare(c.at("tf32").get<bool>(), c.at("engine").get<int>(), out, library, unavailable);
+  auto run = dnn_->prepare(c.at("tf32").get<bool>(), c.at("layout").get<int>(), c.at("engine").get<int>(), out, library,
+                           unavailable);
   if (!library.is_null()) result["library"] = library;
   return run;
 }
@@ -221,15 +228,7 @@ void Worker::setup() {
   flush_ = std::make_unique<DeviceBuffer>((size_t)std::max(dev_.l2_bytes, 1 << 20) * 2);
   stats_ = std::make_unique<DeviceBuffer>(sizeof(CheckStats));
 
-  const json& c = job_.at("compile");
-  Compiler compiler(c.at("include_dirs").get<std::vector<std::string>>(), c.at("arch").get<std::string>(),
-                    c.at("cache_dir").get<std::string>());
-  const CompileResult check = compiler.compile(
-      CompileJob{"fusetune_check", "#include \"check.cuh\"\n", "fusetune_check"});
-  if (!check.ok) FT_THROW("the check kernel does not compile: " + check.log);
-  const std::string cubin = read_file(check.cubin_path);
-  CU_CHECK(cuModuleLoadData(&check_module_, cubin.data()));
-  CU_CHECK(cuModuleGetFunction(&check_fn_, check_module_, check.lowered_name.c_str()));
+  check_fn_ = load_kernel("#include \"check.cuh\"\n", "fusetune_check");
   if (job_.contains("best_ms") && job_.at("best_ms").is_number()) best_ms_ = job_.at("best_ms").get<double>();
 
   json device = {{"name", dev_.name},
@@ -242,6 +241,29 @@ void Worker::setup() {
                  {"tf32_peak_tflops", dev_.tf32_peak_flops() / 1e12},
                  {"copy_bandwidth_gbps", measure_bandwidth()}};
   emit("ready", json{{"device", device}});
+}
+
+CUfunction Worker::load_kernel(const std::string& source, const std::string& name) {
+  const json& c = job_.at("compile");
+  Compiler compiler(c.at("include_dirs").get<std::vector<std::string>>(), c.at("arch").get<std::string>(),
+                    c.at("cache_dir").get<std::string>());
+  const CompileResult r = compiler.compile(CompileJob{name, source, name});
+  if (!r.ok) FT_THROW("the kernel " + name + " does not compile: " + r.log);
+  const std::string cubin = read_file(r.cubin_path);
+  CUmodule module = nullptr;  // kept loaded for the worker's life
+  CUfunction f = nullptr;
+  CU_CHECK(cuModuleLoadData(&module, cubin.data()));
+  CU_CHECK(cuModuleGetFunction(&f, module, r.lowered_name.c_str()));
+  return f;
+}
+
+CUresult Worker::transpose_channels_last(const float* in, float* out, const ConvDims& d, CUstream stream) {
+  if (!transpose_fn_) transpose_fn_ = load_kernel("#include \"conv_epilogue.cuh\"\n", "fusetune::to_channels_last_kernel<float>");
+  const LaunchDims l = channels_last_launch(d);
+  long long c = d.c, s = d.s;
+  void* params[] = {&in, &out, &c, &s};
+  return Driver::get().cuLaunchKernel(transpose_fn_, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                                      l.shared_bytes, stream, params, nullptr);
 }
 
 // Device-to-device copy rate (bytes read + written), the memory roofline for this machine.

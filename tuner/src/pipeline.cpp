@@ -137,9 +137,9 @@ void stage_compile(const Options& o) {
   for (const Group& gr : plan.groups) {
     std::vector<CompileJob> jobs;
     for (const Family* f : families_for(gr)) {
-      if (!f->has_kernel(gr)) continue;
       const SearchSpace space = load_space(ctx, f->name());
-      for (const Config& c : space.enumerate()) jobs.push_back(candidate_job(gr, c, space.template_file));
+      for (const Config& c : space.enumerate())
+        if (f->has_kernel(gr, c)) jobs.push_back(candidate_job(gr, c, space.template_file));
     }
     for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
       ++total;

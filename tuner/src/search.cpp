@@ -271,7 +271,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   std::vector<CompileJob> jobs;  // a library call alone has no kernel
   std::vector<int> job_of(configs.size(), -1);
   for (size_t i = 0; i < configs.size(); ++i) {
-    if (!configs[i].family->has_kernel(g)) {
+    if (!configs[i].family->has_kernel(g, configs[i].config)) {
       progress.compiled();
       continue;
     }
@@ -327,7 +327,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     c["template"] = cand.template_file;
     c["params"] = cand.config.to_json();
     c["precision"] = cand.family->precision(g, cand.config);
-    if (cand.family->has_kernel(g)) {
+    if (cand.family->has_kernel(g, cand.config)) {
       const LaunchDims d = cand.family->launch(g, cand.config);
       c["threads"] = d.block[0] * d.block[1] * d.block[2];
     }

@@ -34,9 +34,9 @@ void compile_space(const Group& g, const Compiler& c) {
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   std::vector<CompileJob> jobs;
   for (const Family* f : families_for(g)) {
-    if (!f->has_kernel(g)) continue;
     const SearchSpace space = load_space(ctx, f->name());
-    for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file));
+    for (const Config& cfg : space.enumerate())
+      if (f->has_kernel(g, cfg)) jobs.push_back(candidate_job(g, cfg, space.template_file));
   }
   ASSERT_GT(jobs.size(), 0u);
   for (const auto& r : c.compile_all(jobs, workers(), nullptr)) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "compile.h"
 #include "cudnn_conv.h"
 #include "error.h"
@@ -53,9 +55,15 @@ TEST(Conv, StridedDilatedConv1dWithBiasAndChain) {
   EXPECT_NE(g.op_struct.find("(x[0] + a.ptr[2][((long long)(((unsigned)idx / 18u) % 10u))])"), std::string::npos) << g.op_struct;
   EXPECT_NE(g.op_struct.find("relu("), std::string::npos) << g.op_struct;
   const Family& f = family_by_name("cudnn_tf32");
-  EXPECT_TRUE(f.has_kernel(g));  // the pass adds the bias and applies ReLU
-  EXPECT_EQ(f.library_call(g, Config{"cudnn_tf32", {{"ENGINE", 3}}}),
-            json::parse(R"({"cudnn": {"tf32": true, "engine": 3, "output_slot": -1}})"));
+  const Config first{"cudnn_tf32", {{"ENGINE", 3}, {"LAYOUT", 0}}}, last{"cudnn_tf32", {{"ENGINE", 3}, {"LAYOUT", 1}}};
+  EXPECT_TRUE(f.has_kernel(g, first));  // the pass adds the bias and applies ReLU
+  EXPECT_EQ(f.library_call(g, first), json::parse(R"({"cudnn": {"tf32": true, "engine": 3, "layout": 0, "output_slot": -1}})"));
+  // Channels-last: the pass reads the [3, 18, 10] product through a tile.
+  EXPECT_EQ(f.kernel_instance(g, [](const std::string& p) { return p == "LAYOUT" ? "1" : "0"; }),
+            "fusetune::channels_last_epilogue_kernel<10LL, 18LL, 0, fusetune_gen::g0_op>");
+  const LaunchDims d = f.launch(g, last);
+  EXPECT_EQ(std::vector<unsigned>(d.grid, d.grid + 3), (std::vector<unsigned>{1, 1, 3}));
+  EXPECT_EQ(std::vector<unsigned>(d.block, d.block + 3), (std::vector<unsigned>{32, 8, 1}));
   EXPECT_EQ(f.scratch_floats(g), 3 * 10 * 18);
   // 2 x outputs x (input channels x kernel taps)
   EXPECT_DOUBLE_EQ(f.flops(g), 2.0 * (3 * 10 * 18) * (6 * 5));
@@ -69,14 +77,21 @@ TEST(Conv, BareDepthwiseConv3dWritesItsOutput) {
   const Group& g = p.groups.at(0);
   EXPECT_EQ(g.conv.groups, 8);
   const Family& f = family_by_name("cudnn_fp32");
-  EXPECT_FALSE(f.has_kernel(g));
-  EXPECT_EQ(f.library_call(g, Config{"cudnn_fp32", {{"ENGINE", 0}}})["cudnn"]["output_slot"], 2);
+  const Config first{"cudnn_fp32", {{"ENGINE", 0}, {"LAYOUT", 0}}}, last{"cudnn_fp32", {{"ENGINE", 0}, {"LAYOUT", 1}}};
+  EXPECT_FALSE(f.has_kernel(g, first));
+  EXPECT_EQ(f.library_call(g, first)["cudnn"]["output_slot"], 2);
+  // Channels-last, the pass transposes the product into the output.
+  EXPECT_TRUE(f.has_kernel(g, last));
+  EXPECT_EQ(f.library_call(g, last)["cudnn"]["output_slot"], -1);
   EXPECT_EQ(f.scratch_floats(g), 0);
   const std::string launch = f.extension_launch(g, [](const std::string& p) { return "tuned::" + p; });
   EXPECT_NE(launch.find("fusetune::CudnnBaked conv(args, fusetune::ConvSpec{3, false, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}}, 8,"),
             std::string::npos) << launch;
   EXPECT_NE(launch.find("float* product = args.ptr[2];"), std::string::npos) << launch;
   EXPECT_EQ(launch.find("gemm_epilogue_kernel"), std::string::npos) << launch;
+  EXPECT_NE(launch.find("if (tuned::LAYOUT == 1) {"), std::string::npos) << launch;
+  EXPECT_NE(launch.find("fusetune::ConvDims{2, 8, 315}"), std::string::npos) << launch;
+  EXPECT_NE(launch.find("fusetune::channels_last_epilogue_kernel<8LL, 315LL, 0, fusetune_gen::g0_op><<<"), std::string::npos) << launch;
 }
 
 TEST(Conv, GroupedDilatedTransposedConv2d) {
@@ -141,8 +156,13 @@ TEST(Conv, EpiloguePassCompilesForEveryEngine) {
     const SearchSpace space = load_space(ctx, f->name());
     for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file));
   }
-  ASSERT_EQ(jobs.size(), 48u);  // 24 engine ranks in each of cudnn_tf32 and cudnn_fp32
-  for (const auto& r : c.compile_all(jobs, 2, nullptr)) EXPECT_TRUE(r.ok) << r.name << "\n" << r.log;
+  ASSERT_EQ(jobs.size(), 96u);  // 24 engine ranks in 2 layouts in each of cudnn_tf32 and cudnn_fp32
+  std::set<std::string> kernels;  // the channels-first pass and the channels-last one
+  for (const auto& r : c.compile_all(jobs, 2, nullptr)) {
+    EXPECT_TRUE(r.ok) << r.name << "\n" << r.log;
+    kernels.insert(r.lowered_name);
+  }
+  EXPECT_EQ(kernels.size(), 2u);
 }
 
 }  // namespace

@@ -70,21 +70,23 @@ std::string lt_epilogue(const Group& g) {
   return family_by_name("cublaslt_tf32").library_call(g, Config{"cublaslt_tf32", {{"ALGO", 0}}})["cublaslt"]["epilogue_name"];
 }
 
+const Config kAlgo0{"cublaslt_tf32", {{"ALGO", 0}}};
+
 TEST(Cublaslt, EpilogueTakesBiasAndALoneRelu) {
   const Family& lt = family_by_name("cublaslt_tf32");
   const Group linear = linear_group({});
   EXPECT_EQ(linear.bias_slot, 2);
   EXPECT_EQ(lt_epilogue(linear), "CUBLASLT_EPILOGUE_BIAS");
-  EXPECT_FALSE(lt.has_kernel(linear));  // cuBLASLt writes the output
+  EXPECT_FALSE(lt.has_kernel(linear, kAlgo0));  // cuBLASLt writes the output
 
   const Group relu = linear_group({{"aten.relu.default", {}}});
   EXPECT_EQ(lt_epilogue(relu), "CUBLASLT_EPILOGUE_RELU_BIAS");
-  EXPECT_FALSE(lt.has_kernel(relu));
+  EXPECT_FALSE(lt.has_kernel(relu, kAlgo0));
 
   // The residual needs the epilogue pass; the bias stays in cuBLASLt and the pass skips it.
   const Group residual = linear_group({{"aten.relu.default", {}}, {"aten.add.Tensor", {G::ref("r")}}});
   EXPECT_EQ(lt_epilogue(residual), "CUBLASLT_EPILOGUE_BIAS");
-  EXPECT_TRUE(lt.has_kernel(residual));
+  EXPECT_TRUE(lt.has_kernel(residual, kAlgo0));
   EXPECT_EQ(lt.scratch_floats(residual), 24);
   EXPECT_NE(residual.op_struct.find("(kBiasInProduct ? x[0] : "), std::string::npos) << residual.op_struct;
 
@@ -92,7 +94,7 @@ TEST(Cublaslt, EpilogueTakesBiasAndALoneRelu) {
   const Group scaled = linear_group({}, 2.0);
   EXPECT_EQ(scaled.bias_slot, -1);
   EXPECT_EQ(lt_epilogue(scaled), "CUBLASLT_EPILOGUE_DEFAULT");
-  EXPECT_TRUE(lt.has_kernel(scaled));
+  EXPECT_TRUE(lt.has_kernel(scaled, kAlgo0));
 }
 
 TEST(Cublaslt, PrecisionPolicy) {

@@ -57,7 +57,7 @@ class Cublaslt : public Family {
     }
     return true;
   }
-  bool has_kernel(const Group& g) const override { return lt_plan(g).pass; }
+  bool has_kernel(const Group& g, const Config&) const override { return lt_plan(g).pass; }
   bool measure_first() const override { return true; }
   std::string kernel_header(const std::string&) const override { return "gemm_epilogue.cuh"; }
   json library_call(const Group& g, const Config& c) const override {

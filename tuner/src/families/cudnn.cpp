@@ -5,6 +5,10 @@
 // is the bare convolution. cudnn_tf32 holds the tensor-core engines (TF32 on fp32 data, the tf32
 // policy only), cudnn_fp32 the others. The extension bakes the winning engine and its knobs
 // (templates/cudnn_conv.h).
+//
+// LAYOUT 1 runs the convolution channels-last: x and the weight are transposed first, and the
+// pass (then always there, the bare convolution's too) reads the channels-last product and writes
+// the channels-first outputs (templates/conv_epilogue.cuh); the transposes are part of the time.
 #include "cudnn_conv.h"
 #include "families.h"
 #include "product_pass.h"
@@ -28,6 +32,26 @@ bool int_list(const json& j, size_t n, std::vector<int64_t>& out) {
 
 // Whether the group is the bare convolution (no bias, no chain): it then writes its output itself.
 bool alone(const Group& g) { return g.ops.size() == 1 && g.outputs.size() == 1 && g.slots.size() == 3; }
+
+// Code lines indented two more spaces.
+std::string indent(const std::string& code) {
+  std::string out;
+  size_t start = 0;
+  while (start < code.size()) {
+    const size_t end = code.find('\n', start);
+    out += "  " + code.substr(start, end == std::string::npos ? std::string::npos : end + 1 - start);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+bool channels_last(const Config& c) { return c.at("LAYOUT") == 1; }
+
+// The group's output as [n, c, s] (its channels-last product has the same).
+ConvDims output_dims(const Group& g) {
+  return conv_dims(std::vector<long long>(g.index_shape.begin(), g.index_shape.end()));
+}
 
 std::string int_array(const std::vector<int64_t>& v) {
   std::string s = "{";
@@ -95,31 +119,51 @@ class CudnnFamily : public Family {
     }
     return true;
   }
-  bool has_kernel(const Group& g) const override { return !alone(g); }
+  bool has_kernel(const Group& g, const Config& c) const override { return !alone(g) || channels_last(c); }
   bool measure_first() const override { return true; }
-  std::string kernel_header(const std::string&) const override { return "gemm_epilogue.cuh"; }
+  std::string kernel_header(const std::string&) const override { return "conv_epilogue.cuh"; }
   json library_call(const Group& g, const Config& c) const override {
-    return json{{"cudnn", {{"tf32", tf32_}, {"engine", c.at("ENGINE")}, {"output_slot", alone(g) ? g.out_slot : -1}}}};
+    return json{{"cudnn",
+                 {{"tf32", tf32_}, {"engine", c.at("ENGINE")}, {"layout", c.at("LAYOUT")},
+                  {"output_slot", alone(g) && !channels_last(c) ? g.out_slot : -1}}}};
   }
 
-  std::string kernel_instance(const Group& g, const ParamText&) const override { return product_pass_instance(g, false); }
-  LaunchDims launch(const Group& g, const Config&) const override { return product_pass_launch(g); }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    if (p("LAYOUT") != "1") return product_pass_instance(g, false);
+    const ConvDims d = output_dims(g);
+    return "fusetune::channels_last_epilogue_kernel<" + std::to_string(d.c) + "LL, " + std::to_string(d.s) + "LL, 0, " +
+           g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return channels_last(c) ? channels_last_launch(output_dims(g)) : product_pass_launch(g);
+  }
   std::string launch_expr(const Group&, const ParamText&) const override { return product_pass_launch_expr(); }
 
   std::string extension_includes(const Group&, const std::string& template_file) const override {
-    return "#define FUSETUNE_CUDNN_LINKED\n#include \"" + template_file + "\"\n#include \"gemm_epilogue.cuh\"\n";
+    return "#define FUSETUNE_CUDNN_LINKED\n#include \"" + template_file + "\"\n#include \"conv_epilogue.cuh\"\n";
   }
+  // Both layouts' code, the tuned one taken (the sources do not depend on the tuned constants;
+  // tuned_constants.h does).
   std::string extension_launch(const Group& g, const ParamText&) const override {
     const ConvParams& c = g.conv;
     const std::string spec = "fusetune::ConvSpec{" + std::to_string(c.stride.size()) + ", " + (c.transposed ? "true" : "false") +
                              ", " + int_array(c.stride) + ", " + int_array(c.padding) + ", " + int_array(c.dilation) + ", " +
                              int_array(c.output_padding) + "}";
     const std::string product = "args.ptr[" + std::to_string(alone(g) ? g.out_slot : (int)g.slots.size()) + "]";
-    const std::string s = "  float* product = " + product + ";\n" + "  static const fusetune::CudnnBaked conv(args, " + spec + ", " +
-                          std::to_string(c.groups) + ", tuned::ENGINE_INDEX, tuned::KNOBS, tuned::CUDNN_TUNED_VERSION);\n" +
-                          "  conv.run(args, product, stream);\n";
-    return alone(g) ? s : s + product_pass_code(g, false);
+    const std::string baked = "  static const fusetune::CudnnBaked conv(args, " + spec + ", " + std::to_string(c.groups) +
+                              ", tuned::ENGINE_INDEX, tuned::KNOBS, tuned::CUDNN_TUNED_VERSION, tuned::LAYOUT == 1);\n";
+    const std::string channels_first = "    float* product = " + product + ";\n    conv.run(args, product, stream);\n" +
+                                       (alone(g) ? "" : indent(product_pass_code(g, false)));
+    const ConvDims d = output_dims(g);
+    const std::string channels_last =
+        "    fusetune::KernelArgs epilogue = args;\n"
+        "    epilogue.ptr[1] = const_cast<float*>(conv.run_channels_last(args, &fusetune::launch_to_channels_last, stream));\n"
+        "    const fusetune::LaunchDims d = fusetune::channels_last_launch(fusetune::ConvDims{" + std::to_string(d.n) + ", " +
+        std::to_string(d.c) + ", " + std::to_string(d.s) + "});\n    " + kernel_instance(g, [](const std::string&) { return "1"; }) +
+        "<<<dim3(d.grid[0], d.grid[1], d.grid[2]), dim3(d.block[0], d.block[1], d.block[2]), d.shared_bytes, stream>>>(epilogue);\n";
+    return baked + "  if (tuned::LAYOUT == 1) {\n" + channels_last + "  } else {\n" + channels_first + "  }\n";
   }
+  // The channels-first product (a channels-last convolution keeps its buffers in CudnnBaked).
   int64_t scratch_floats(const Group& g) const override { return alone(g) ? 0 : g.numel(); }
 
   // 2 x (multiply-adds of the forward convolution the group is, or is the transpose of).
