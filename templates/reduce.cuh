@@ -1,4 +1,4 @@
-// Row kernels: reductions (sum, mean, max, min, prod) over any dimensions with the elementwise chain
+// Row kernels: reductions (sum, mean, max, min, prod, argmax, argmin) over any dimensions with the elementwise chain
 // before them fused into their loads and the chain after them fused, both at the reduced shape
 // and again over every element of the row (softmax's division, a norm's scaling). Every tensor
 // is a view over the domain with the kept dimensions first (Op::kKeptRank of them, one row per
@@ -21,7 +21,12 @@
 
 namespace fusetune {
 
-enum : int { kStatSum = 0, kStatMax = 1, kStatMin = 2, kStatExpSum = 3, kStatProd = 4 };
+// kStatArgMax / kStatArgMin: the index of the row's first maximum (minimum), a float (exact below
+// 2^24), next to its partner kStatMax (kStatMin) statistic at a lower index; NaN counts as the
+// extreme, as in torch.
+enum : int { kStatSum = 0, kStatMax = 1, kStatMin = 2, kStatExpSum = 3, kStatProd = 4, kStatArgMax = 5, kStatArgMin = 6 };
+
+__device__ __forceinline__ bool is_arg_stat(int kind) { return kind == kStatArgMax || kind == kStatArgMin; }
 
 __device__ __forceinline__ float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -38,12 +43,21 @@ template <int MATH> __device__ __forceinline__ float expsum_value(float s, float
 
 template <class Op> __device__ __forceinline__ float stat_identity(int i) {
   const int kind = Op::stat_kind(i);
-  return kind == kStatMax ? -__int_as_float(0x7f800000) : kind == kStatMin ? __int_as_float(0x7f800000)
-                          : kind == kStatProd ? 1.f : 0.f;
+  return kind == kStatMax ? -__int_as_float(0x7f800000)
+         : kind == kStatMin || is_arg_stat(kind) ? __int_as_float(0x7f800000)  // an arg: after every index
+         : kind == kStatProd ? 1.f : 0.f;
 }
 
-// Merges another partial set of statistics of pass P into acc. An ExpSum is merged before its
-// Max (higher index first) so that it sees both maxima before they are combined.
+// Whether the other extreme b at index bi replaces a at index ai: strictly beyond it, or a NaN
+// (the first NaN wins), or equal at an earlier index.
+template <bool MAX> __device__ __forceinline__ bool arg_takes(float a, float ai, float b, float bi) {
+  if (a != a) return b != b && bi < ai;
+  if (b != b) return true;
+  return (MAX ? b > a : b < a) || (b == a && bi < ai);
+}
+
+// Merges another partial set of statistics of pass P into acc. An ExpSum or an arg is merged
+// before its partner (higher index first) so that it sees both partners before they are combined.
 template <class Op, int P, int MATH>
 __device__ __forceinline__ void merge(float* acc, const float* other) {
 #pragma unroll
@@ -58,6 +72,11 @@ __device__ __forceinline__ void merge(float* acc, const float* other) {
       acc[i] = max_nan(acc[i], other[i]);
     } else if (kind == kStatMin) {
       acc[i] = min_nan(acc[i], other[i]);
+    } else if (is_arg_stat(kind)) {
+      const int p = Op::stat_partner(i);
+      const bool take = kind == kStatArgMax ? arg_takes<true>(acc[p], acc[i], other[p], other[i])
+                                            : arg_takes<false>(acc[p], acc[i], other[p], other[i]);
+      if (take) acc[i] = other[i];
     } else {
       const int p = Op::stat_partner(i);
       const float mn = max_nan(acc[p], other[p]);
@@ -66,13 +85,16 @@ __device__ __forceinline__ void merge(float* acc, const float* other) {
   }
 }
 
-// Folds one element's values v into the statistics of pass P: the element is a partial set of
-// its own (an ExpSum of one element is exp(v - v) = 1, its maximum v).
+// Folds the values v of element e of a row into the statistics of pass P: the element is a
+// partial set of its own (an ExpSum of one element is exp(v - v) = 1, its maximum v; an arg is e).
 template <class Op, int P, int MATH>
-__device__ __forceinline__ void fold(float* acc, const float* v) {
+__device__ __forceinline__ void fold(float* acc, const float* v, long long e) {
   float one[Op::kStats];
 #pragma unroll
-  for (int i = 0; i < Op::kStats; ++i) one[i] = Op::stat_kind(i) == kStatExpSum ? 1.f : v[i];
+  for (int i = 0; i < Op::kStats; ++i) {
+    const int kind = Op::stat_kind(i);
+    one[i] = kind == kStatExpSum ? 1.f : is_arg_stat(kind) ? (float)e : v[i];
+  }
   merge<Op, P, MATH>(acc, one);
 }
 
@@ -271,7 +293,7 @@ __device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& r
         if (e + j >= end) continue;
         float v[Op::kStats];
         Op::template values<P, MATH>(x[u][j], row.red, v);
-        fold<Op, P, MATH>(acc, v);
+        fold<Op, P, MATH>(acc, v, e + j);
       }
     }
   }
@@ -341,7 +363,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
     Row<Op> row(a, o);
     const bool vec = row.template vector_ok<VEC>(a);
     block_passes<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
-    if (threadIdx.x == 0) Op::store_reduced(row.p, row.red);
+    if (threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
     if (Op::kFullOut > 0) {
       if (vec) block_store<Op, MATH, BLOCK, ILP, VEC>(a, row, warp_totals);
       else block_store<Op, MATH, BLOCK, ILP, 1>(a, row, warp_totals);
@@ -397,7 +419,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_split_kernel(const KernelArgs a)
     block_merge<Op, 0, MATH, BLOCK>(acc, partial);
     Op::template after<0, MATH>(a, row.p, acc, row.red);
     if (threadIdx.x == 0) {
-      Op::store_reduced(row.p, row.red);
+      Op::store_reduced(a, o, row.p, row.red);
       counters[o] = 0;
     }
   }
@@ -443,7 +465,7 @@ __device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, 
         if (threadIdx.y + (long long)j * SPLIT >= a.k) continue;
         float v[Op::kStats];
         Op::template values<P, MATH>(cache[j][0], row.red, v);
-        fold<Op, P, MATH>(acc, v);
+        fold<Op, P, MATH>(acc, v, threadIdx.y + (long long)j * SPLIT);
       }
 #pragma unroll 4
       for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
@@ -451,7 +473,7 @@ __device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, 
         row.template load<1>(a, e, x);
         float v[Op::kStats];
         Op::template values<P, MATH>(x[0], row.red, v);
-        fold<Op, P, MATH>(acc, v);
+        fold<Op, P, MATH>(acc, v, e);
       }
     }
     split_merge<Op, P, MATH, ROWS, SPLIT>(acc, partial);
@@ -471,7 +493,7 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
     float cache[CACHE > 0 ? CACHE : 1][1][Op::kIn];
     split_passes<Op, 0, MATH, ROWS, SPLIT, CACHE>(a, row, valid, cache, partial);
     if (!valid) continue;  // no barrier follows in this iteration
-    if (threadIdx.y == 0) Op::store_reduced(row.p, row.red);
+    if (threadIdx.y == 0) Op::store_reduced(a, o, row.p, row.red);
     if (Op::kFullOut == 0) continue;
     float sc[1][kScanSlots<Op>];
     if (Op::kScans > 0) {  // in element order: the first of the row's threads alone

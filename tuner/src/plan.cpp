@@ -280,7 +280,7 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
 // computed by the int64 ops.
 void Planner::check_result(const Node& n, const ValueInfo& out) {
   if (out.dtype == "bool" && out.shape.size() <= (size_t)kMaxRank) return;
-  check_float(n.name, &n, is_int64_op(n.op));
+  check_float(n.name, &n, is_int64_op(n.op) || is_arg_reduction(n.op));
 }
 
 int Planner::new_group(const std::string& family, const std::vector<int64_t>& shape) {

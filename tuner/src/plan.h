@@ -19,7 +19,7 @@ const char* access_name(Access a);
 struct Slot {
   Layout layout;  // for outputs: contiguous over the output value
   Access access;
-  std::string dtype = "float32";  // float32, or int64 (elementwise groups only)
+  std::string dtype = "float32";  // float32, or int64 (elementwise groups; a row group's arg indices)
 };
 
 struct GroupOutput {

@@ -20,7 +20,9 @@ namespace fusetune {
 enum class Level { Full, Reduced };
 
 // How a row group's reduction statistic accumulates (the numbering of templates/reduce.cuh).
-enum class StatKind { Sum = 0, Max = 1, Min = 2, ExpSum = 3, Prod = 4 };
+// The kernel's kStat* (templates/reduce.cuh). ArgMax / ArgMin: the index of the first maximum
+// (minimum) of the row, held as a float next to its partner Max (Min) statistic.
+enum class StatKind { Sum = 0, Max = 1, Min = 2, ExpSum = 3, Prod = 4, ArgMax = 5, ArgMin = 6 };
 enum class ScanKind { Sum = 0, Prod = 1 };
 // The phase of a scanned value and what depends on it: known in the final pass over a row only.
 constexpr int kScanPhase = 1 << 20;
@@ -46,7 +48,7 @@ struct Step {
 struct RowStat {
   StatKind kind = StatKind::Sum;
   int pass = 0;
-  int partner = -1;   // ExpSum: the Max statistic m of the same input a
+  int partner = -1;   // ExpSum: the Max statistic m of the same input a; ArgMax / ArgMin: their Max / Min
   std::string shift;  // ExpSum: the Reduced variable s of sum(exp(a - s))
   bool mean = false;  // divide by the reduced count
 };

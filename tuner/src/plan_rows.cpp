@@ -119,7 +119,9 @@ class RowCodegen {
         if (!view) FT_USER_ERROR("group " + gr_.id + ": output " + out.value + " is not a row of the reduction");
         l = *view;
       }
-      gr_.slots.push_back(Slot{l, Access::Output});
+      if (out.dtype == "int64" && !reduced_var(out.var))
+        FT_USER_ERROR("group " + gr_.id + ": output " + out.value + " is int64 per element; a row group stores int64 indices per row only");
+      gr_.slots.push_back(Slot{l, Access::Output, out.dtype});
       (reduced_var(out.var) ? reduced_outs_ : full_outs_).push_back((int)o);
     }
   }
@@ -146,11 +148,18 @@ class RowCodegen {
     return per_row ? "      " + s.var + " = " + expr + ";\n" : "      const float " + s.var + " = " + expr + ";\n";
   }
 
-  // What statistic i folds per element: its node's input (an ExpSum: its partner's).
+  // What statistic i folds per element: its node's input (an ExpSum: its partner's; the Max or
+  // Min partnering an ArgMax or ArgMin: the arg's). An arg folds the element's index instead.
   std::string stat_input(int i) {
-    const int source = row_.stats[i].kind == StatKind::ExpSum ? row_.stats[i].partner : i;
-    for (const Step& s : b_.steps)
-      if (s.stat == source) return arg_expr(s, s.node->args.at(0), false);
+    const StatKind kind = row_.stats[i].kind;
+    if (kind == StatKind::ArgMax || kind == StatKind::ArgMin) return "0.f";
+    const int source = kind == StatKind::ExpSum ? row_.stats[i].partner : i;
+    for (const Step& s : b_.steps) {
+      if (s.stat < 0) continue;
+      const RowStat& st = row_.stats[s.stat];
+      const bool arg_of = (st.kind == StatKind::ArgMax || st.kind == StatKind::ArgMin) && st.partner == source;
+      if (s.stat == source || arg_of) return arg_expr(s, s.node->args.at(0), false);
+    }
     FT_THROW("statistic without a reduction step");
   }
 
@@ -220,10 +229,17 @@ class RowCodegen {
 
   std::string store_reduced_fn() {
     std::string body;
-    for (int o : reduced_outs_)
-      body += "    p[" + std::to_string(gr_.out_slot + o) + "][0] = " + gr_.outputs[o].var + ";\n";
-    return "  __device__ __forceinline__ static void store_reduced(float* const* p, const float* red) {\n"
-           "    (void)p; (void)red;\n" + body + "  }\n";
+    for (int o : reduced_outs_) {
+      const std::string slot = std::to_string(gr_.out_slot + o);
+      // An arg statistic's index: its slot's strides count int64 elements.
+      body += gr_.outputs[o].dtype == "int64"
+                  ? "    reinterpret_cast<long long*>(a.ptr[" + slot + "])[fusetune::row_offset<" + gr_.id + "_op>(a, " + slot +
+                        ", o)] = (long long)" + gr_.outputs[o].var + ";\n"
+                  : "    p[" + slot + "][0] = " + gr_.outputs[o].var + ";\n";
+    }
+    return "  __device__ __forceinline__ static void store_reduced(const fusetune::KernelArgs& a, long long o, float* const* p,\n"
+           "                                                      const float* red) {\n"
+           "    (void)a; (void)o; (void)p; (void)red;\n" + body + "  }\n";
   }
 
   std::string op_struct(int kept, int rank) {

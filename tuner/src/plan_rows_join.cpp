@@ -13,8 +13,10 @@ namespace fusetune {
 bool is_reduction_op(const std::string& op) {
   return op == "aten.sum.dim_IntList" || op == "aten.sum.default" || op == "aten.mean.dim" ||
          op == "aten.mean.default" || op == "aten.amax.default" || op == "aten.amin.default" ||
-         op == "aten.prod.dim_int" || op == "aten.prod.default";
+         op == "aten.prod.dim_int" || op == "aten.prod.default" || is_arg_reduction(op);
 }
+
+bool is_arg_reduction(const std::string& op) { return op == "aten.argmax.default" || op == "aten.argmin.default"; }
 
 namespace {
 
@@ -31,8 +33,10 @@ std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& 
   const bool everything = n.op == "aten.sum.default" || n.op == "aten.mean.default" || n.op == "aten.prod.default";
   json dims = everything ? json() : node_arg(n, 1, "dim");
   if (is_number(dims)) dims = json::array({dims});  // prod.dim_int takes one dimension
-  const StatKind kind = n.op == "aten.amax.default" ? StatKind::Max
-                        : n.op == "aten.amin.default" ? StatKind::Min
+  const StatKind kind = n.op == "aten.amax.default"     ? StatKind::Max
+                        : n.op == "aten.amin.default"   ? StatKind::Min
+                        : n.op == "aten.argmax.default" ? StatKind::ArgMax
+                        : n.op == "aten.argmin.default" ? StatKind::ArgMin
                         : n.op.rfind("aten.prod.", 0) == 0 ? StatKind::Prod : StatKind::Sum;
   Reduction r{kind,
               n.op.rfind("aten.mean.", 0) == 0, std::vector<bool>(rank, dims.is_null() || (dims.is_array() && dims.empty()))};
@@ -204,6 +208,15 @@ void Planner::add_reduction(const Node& n, const ValueInfo& out) {
   stat.pass = it != fused_.end() && it->second.group == gi ? it->second.phase : 0;
   stat.mean = red->mean;
   if (stat.kind == StatKind::Sum && !stat.mean) online_exp_sum(gi, v, stat);
+  if (stat.kind == StatKind::ArgMax || stat.kind == StatKind::ArgMin) {
+    // The index is a float in the kernel: exact below 2^24.
+    if (numel_of(shape) / std::max<int64_t>(numel_of(out.shape), 1) > (1 << 24))
+      unsupported(n, "rows of more than 2^24 elements");
+    RowStat extreme = stat;  // the maximum (minimum) itself, folded in the same pass
+    extreme.kind = stat.kind == StatKind::ArgMax ? StatKind::Max : StatKind::Min;
+    stat.partner = (int)row.stats.size();
+    row.stats.push_back(extreme);
+  }
   step.var = next_row_var(gi);
   step.level = Level::Reduced;
   step.phase = stat.pass + 1;

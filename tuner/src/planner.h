@@ -14,6 +14,8 @@ namespace fusetune {
 
 int64_t numel_of(const std::vector<int64_t>& shape);
 bool is_reduction_op(const std::string& op);
+// argmax / argmin: reductions whose result is an int64 index.
+bool is_arg_reduction(const std::string& op);
 
 // A value computed inside a group and still held in a register there.
 struct Fused {

@@ -111,6 +111,21 @@ TEST(Compile, EveryReduceInstance) {
   }
 }
 
+TEST(Compile, EveryReduceInstanceWithArgs) {
+  // argmin over a middle dimension with keepdim; argmax over everything next to a sum.
+  G b;
+  b.value("x", {5, 9, 7}, "input")
+      .node("i", "aten.argmin.default", std::vector<json>{G::ref("x"), 1, true}, {5, 1, 7})
+      .values_dtype("i", "int64")
+      .node("j", "aten.argmax.default", {G::ref("x")}, {})
+      .values_dtype("j", "int64")
+      .node("s", "aten.sum.default", {G::ref("x")}, {});
+  const Plan p = plan_graph(b.build({"i", "j", "s"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Compiler c(templates(), "sm_90", temp_dir("reduce_args"));
+  for (const Group& gr : p.groups) compile_space(gr, c);
+}
+
 // Every elementwise instance over pooling groups: 2-D max with padding and dilation and the
 // chain after it; 3-D average, padding not counted; 1-D average with padding counted.
 TEST(Compile, EveryPoolInstance) {

@@ -117,12 +117,12 @@ TEST(Plan, BatchedAndVectorProducts) {
 }
 
 TEST(Plan, UnsupportedOpNamesOpAndLine) {
-  Graph g = G().value("x", {4, 6}, "input").node("c", "aten.argmin.default", {G::ref("x"), 1}, {4}).build({"c"});
+  Graph g = G().value("x", {4, 6}, "input").node("c", "aten.sort.default", {G::ref("x"), 1}, {4, 6}).build({"c"});
   try {
     plan_graph(g);
     FAIL() << "expected an error";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("aten.argmin.default"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("aten.sort.default"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("m.py:3"), std::string::npos);
   }
 }
@@ -166,6 +166,36 @@ TEST(Plan, Int64OutsideElementwiseOpsIsRefused) {
     FAIL() << "expected a refusal";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("has dtype int64"), std::string::npos) << e.what();
+  }
+}
+
+// argmax: a Max statistic and the index of its first maximum beside it, stored as int64 per row.
+TEST(Plan, ArgmaxIsTheMaximumAndItsIndex) {
+  G b;
+  b.value("x", {4, 6}, "input").node("a", "aten.argmax.default", std::vector<json>{G::ref("x"), 1}, {4}).values_dtype("a", "int64");
+  const Plan p = plan_graph(b.build({"a"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& g = p.groups[0];
+  EXPECT_EQ(g.family, "reduce");
+  EXPECT_EQ(g.outputs.at(0).dtype, "int64");
+  EXPECT_EQ(g.slots.at(g.out_slot).dtype, "int64");
+  EXPECT_NE(g.op_struct.find("stat_kind(int i) { return i == 0 ? 1 : i == 1 ? 5 : -1; }"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("stat_partner(int i) { return i == 0 ? -1 : i == 1 ? 0 : -1; }"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("v[0] = x[0];"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("reinterpret_cast<long long*>(a.ptr[1])[fusetune::row_offset<g0_op>(a, 1, o)] = (long long)red[0];"),
+            std::string::npos) << g.op_struct;
+}
+
+TEST(Plan, ArgminOverRowsBeyondFloatIndicesIsRefused) {
+  G b;
+  b.value("x", {2, (1 << 24) + 1}, "input")
+      .node("a", "aten.argmin.default", std::vector<json>{G::ref("x"), -1}, {2})
+      .values_dtype("a", "int64");
+  try {
+    plan_graph(b.build({"a"}));
+    FAIL() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("rows of more than 2^24 elements"), std::string::npos) << e.what();
   }
 }
 
