@@ -187,7 +187,7 @@ TEST(Emit, StateUpdates) {
 // BatchNorm in training mode: int64 counters and running statistics that the bindings store into
 // the model's buffers after their kernels ran.
 TEST(Emit, StateUpdatesAndInt64Build) {
-  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_batchnorm.py");
+  const Captured cap = capture_copy(path_join(fusetune_home(), "tests/gpu/models/norms_batch_train.py"));
   const Options& o = cap.o;
   const Graph& g = cap.g;
   const Plan& plan = cap.plan;
