@@ -1,6 +1,7 @@
-// Row kernels: reductions (sum, mean, max, min, prod, argmax, argmin) over any dimensions with the elementwise chain
-// before them fused into their loads and the chain after them fused, both at the reduced shape
-// and again over every element of the row (softmax's division, a norm's scaling). Every tensor
+// Row kernels: reductions (sum, mean, max, min, prod, argmax, argmin) over any dimensions with
+// the elementwise chain before them fused into their loads and the chain after them fused, both
+// at the reduced shape and again over every element of the row (softmax's division, a norm's
+// scaling). Every tensor
 // is a view over the domain with the kept dimensions first (Op::kKeptRank of them, one row per
 // output, a.numel rows) and the reduced ones last (a.k elements per row).
 // A row is read once per pass: pass P folds Op::values<P> into the statistics of pass P, then
