@@ -192,11 +192,15 @@ TEST(Emit, StateUpdatesAndInt64Build) {
   const Graph& g = cap.g;
   const Plan& plan = cap.plan;
   const std::string dir = o.out;
-  ASSERT_EQ(plan.groups.size(), 3u);
+  // BatchNorm2d's statistics in two steps each (per (n, c), then over n), its output, the
+  // running statistics' updates; BatchNorm1d in one row group; both counters in one group.
+  ASSERT_EQ(plan.groups.size(), 9u);
   ASSERT_EQ(plan.mutations.size(), 6u);
-  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}},
-                                                       {"g1", KernelChoice{"reduce", "reduce.cuh"}},
-                                                       {"g2", KernelChoice{"reduce_thread", "reduce.cuh"}}};
+  std::map<std::string, KernelChoice> kernels;
+  bool thread = false;  // both row kernels, in turn
+  for (const Group& gr : plan.groups)
+    kernels[gr.id] = gr.family == "reduce" ? KernelChoice{(thread = !thread) ? "reduce_thread" : "reduce", "reduce.cuh"}
+                                           : KernelChoice{"elementwise", "elementwise.cuh"};
   emit_extension(g, plan, dir, o.model, kernels);
   const std::string g0 = read_file(path_join(dir, "extension/kernels/g0_binding.cpp"));
   EXPECT_NE(g0.find("fusetune::check_input(b_bn2_num_batches_tracked, \"b_bn2_num_batches_tracked\", {}, torch::kInt64);"),
@@ -204,11 +208,13 @@ TEST(Emit, StateUpdatesAndInt64Build) {
   EXPECT_NE(g0.find("torch::empty({}, b_bn2_num_batches_tracked.options());"), std::string::npos) << g0;
   EXPECT_NE(g0.find("reinterpret_cast<float*>(b_bn2_num_batches_tracked.data_ptr<int64_t>() + 0)"), std::string::npos) << g0;
   EXPECT_NE(g0.find("cudaMemcpyAsync(state_bn2_num_batches_tracked.data_ptr(), out0.data_ptr(), 8,"), std::string::npos) << g0;
-  const std::string g1 = read_file(path_join(dir, "extension/kernels/g1_binding.cpp"));
-  EXPECT_NE(g1.find("cudaMemcpyAsync(state_bn2_running_mean.data_ptr(),"), std::string::npos) << g1;
+  std::string bindings;
+  for (const Group& gr : plan.groups) bindings += read_file(path_join(dir, "extension/kernels/" + gr.id + "_binding.cpp"));
+  for (const char* state : {"bn2_running_mean", "bn2_running_var", "bn1_running_mean", "bn1_running_var"})
+    EXPECT_NE(bindings.find("cudaMemcpyAsync(state_" + std::string(state) + ".data_ptr(),"), std::string::npos) << state;
   const std::string model_new = read_file(path_join(dir, "model_new.py"));
-  EXPECT_NE(model_new.find("self.get_buffer(\"bn2.running_mean\"), self.get_buffer(\"bn2.running_var\")"), std::string::npos)
-      << model_new;
+  EXPECT_NE(model_new.find("self.get_buffer(\"bn2.running_mean\")"), std::string::npos) << model_new;
+  EXPECT_NE(model_new.find("self.get_buffer(\"bn1.running_var\")"), std::string::npos) << model_new;
   const std::string forward = model_new.substr(model_new.find("def forward"));
   EXPECT_EQ(forward.find("torch."), std::string::npos) << forward;
   write_first_config_best(o, g, plan, kernels);

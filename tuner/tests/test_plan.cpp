@@ -199,6 +199,21 @@ TEST(Plan, ArgminOverRowsBeyondFloatIndicesIsRefused) {
   }
 }
 
+// A row group's output viewed without its other size-1 dimensions (BatchNorm's [1, C, 1, 1]
+// statistic as [C]) is still one value per row.
+TEST(Plan, RowOutputViewedWithoutUnitDimensions) {
+  Graph g = G().value("x", {4, 3, 1, 1}, "input")
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("x"), json::array({0}), true}, {1, 3, 1, 1})
+                .node("v", "aten.view.default", std::vector<json>{G::ref("m"), json::array({-1})}, {3})
+                .build({"v"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  ASSERT_EQ(gr.outputs.size(), 1u);
+  EXPECT_EQ(gr.slots.at(gr.out_slot).layout.sizes, (std::vector<int64_t>{3, 4}));  // rows, then the reduced 4 at stride 0
+  EXPECT_EQ(gr.slots.at(gr.out_slot).layout.strides, (std::vector<int64_t>{1, 0}));
+}
+
 TEST(Plan, JsonRoundTrip) {
   Graph g = G()
                 .value("x", {4, 6}, "input").value("c", {6}, "input")

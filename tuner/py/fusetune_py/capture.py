@@ -173,15 +173,29 @@ def _channel_view(t, x):
     return t.view([1, -1] + [1] * (x.dim() - 2))
 
 
+# Below this many channels, statistics over (N, spatial) are taken in two steps (see _channel_mean):
+# one row per channel would leave most of a GPU's SMs idle (132 on the H200, two rows each).
+SPLIT_STATS_BELOW_CHANNELS = 256
+
+
+def _channel_mean(t):
+    """Mean of t (N, C, ...) per channel, kept as (1, C, 1, ...). With few channels and spatial
+    dimensions, the mean over them per (n, c) first (N x C rows), then over N (exact: every (n, c)
+    has as many elements), so that the long reduction has enough rows to fill the GPU."""
+    spatial = list(range(2, t.dim()))
+    if spatial and t.shape[0] > 1 and t.shape[1] < SPLIT_STATS_BELOW_CHANNELS:
+        return t.mean(spatial, keepdim=True).mean(0, keepdim=True)
+    return t.mean([0] + spatial, keepdim=True)
+
+
 def _batch_stats(x, weight, bias, eps):
     """Normalisation of x by its statistics per channel (over N and the spatial dimensions), as
-    mean, centred square mean and rsqrt: one row group. Returns out, mean, biased var, rstd."""
-    dims = [0] + list(range(2, x.dim()))
-    mean = x.mean(dims, keepdim=True)
+    mean, centred square mean and rsqrt. Returns out, mean, biased var, rstd."""
+    mean = _channel_mean(x)
     centred = x - mean
-    var = (centred * centred).mean(dims, keepdim=True)
+    var = _channel_mean(centred * centred)
     rstd = torch.rsqrt(var + eps)
-    out = centred * rstd
+    out = (x - mean) * rstd  # x - mean again: with the statistics split, the output's group recomputes it
     if weight is not None:
         out = out * _channel_view(weight, x)
     if bias is not None:

@@ -1,4 +1,5 @@
 # Tests of fusetune_py.capture: the graph.json contract the C++ tuner reads, and every user error path.
+import copy
 import hashlib
 import json
 import os
@@ -224,3 +225,25 @@ def test_init_signature_keeps_defaults_by_reference(cli, write_model, tmp_path):
     sig = load_graph(out)["model"]["init_signature"]
     assert sig == {"def": "(self, n, scale=_DEFAULTS['scale'], *layers, eps=_DEFAULTS['eps'], **extra)",
                    "call": "n, scale, *layers, eps=eps, **extra"}
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda: torch.nn.BatchNorm2d(5, momentum=0.3), (3, 5, 9, 11)),  # statistics split: per (n, c), then over n
+    (lambda: torch.nn.BatchNorm2d(300), (2, 300, 3, 5)),  # many channels: one reduction per channel
+    (lambda: torch.nn.BatchNorm1d(7), (13, 7)),
+    (lambda: torch.nn.BatchNorm3d(4), (2, 4, 3, 5, 6)),
+    (lambda: torch.nn.InstanceNorm2d(4, affine=True), (3, 4, 6, 5)),
+])
+def test_norm_decompositions_match_torch(make, shape):
+    # The written-out norms compute what torch does: outputs and the running statistics.
+    torch.manual_seed(0)
+    model = make()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(0.5, 1.5)
+    x = torch.randn(shape) * 2.0 + 0.5
+    reference = copy.deepcopy(model)
+    exported = torch.export.export(copy.deepcopy(model), (x,)).run_decompositions(capture.decompositions()).module()
+    torch.testing.assert_close(exported(x), reference(x), atol=1e-5, rtol=1e-5)
+    for name, want in reference.state_dict().items():
+        torch.testing.assert_close(exported.state_dict()[name], want, atol=1e-6, rtol=1e-6)

@@ -172,7 +172,8 @@ GPU_FAMILY_PLANS = {
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
-    "norms_batch_train.py": ["elementwise", "reduce", "reduce"],
+    "norms_batch_train.py": ["elementwise", "reduce", "reduce", "reduce", "reduce", "elementwise", "elementwise", "elementwise",
+                             "reduce"],
 }
 
 
