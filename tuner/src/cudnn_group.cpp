@@ -47,14 +47,14 @@ CudnnGroup::CudnnGroup(const std::string& library_path, const Group& g, const Ke
 
 CudnnGroup::~CudnnGroup() {
   if (planned_) planned_->destroy(plan_);
-  for (Layout& l : layouts_) l.conv.reset();
+  for (ConvInLayout& l : layouts_) l.conv.reset();
   for (CUdeviceptr p : {workspace_, channels_last_[0], channels_last_[1]})
     if (p) Driver::get().cuMemFree_v2(p);
   if (handle_) api_.cudnnDestroy(handle_);
 }
 
-CudnnGroup::Layout& CudnnGroup::layout(int l) {
-  Layout& out = layouts_[l];
+CudnnGroup::ConvInLayout& CudnnGroup::layout(int l) {
+  ConvInLayout& out = layouts_[l];
   if (out.conv) return out;
   out.conv = std::make_unique<CudnnConv>(api_, handle_, args_, spec_, groups_, l == 1);
   if (!out.conv->ok())
@@ -87,7 +87,7 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int layout_inde
     unavailable = "the channels-last layout transposes contiguous inputs; x or the weight is a strided view";
     return nullptr;
   }
-  const Layout& lay = layout(layout_index);
+  const ConvInLayout& lay = layout(layout_index);
   if (channels_last)
     for (int t = 0; t < 3; ++t)
       if (lay.conv->dims(t).n > kMaxGridZ) {
@@ -151,7 +151,8 @@ std::function<CUresult(CUstream)> CudnnGroup::prepare(bool tf32, int layout_inde
   KernelArgs conv_args = args_;
   if (channels_last) {
     for (int t = 0; t < 2; ++t) {
-      if (!channels_last_[t] && Driver::get().cuMemAlloc_v2(&channels_last_[t], lay.conv->dims(t).numel() * sizeof(float)) != CUDA_SUCCESS) {
+      const size_t bytes = (size_t)lay.conv->dims(t).numel() * sizeof(float);
+      if (!channels_last_[t] && Driver::get().cuMemAlloc_v2(&channels_last_[t], bytes) != CUDA_SUCCESS) {
         channels_last_[t] = 0;
         unavailable = "no device memory for the channels-last copies of x and the weight";
         return nullptr;

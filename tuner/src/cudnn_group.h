@@ -41,12 +41,12 @@ class CudnnGroup {
   const std::string& error() const { return error_; }
 
  private:
-  struct Layout {
+  struct ConvInLayout {
     std::unique_ptr<CudnnConv> conv;
     std::vector<CudnnEngine> engines;
   };
   // The convolution and its engines in layout l, described when first asked for.
-  Layout& layout(int l);
+  ConvInLayout& layout(int l);
 
   const Cudnn& api_;
   const ConvSpec spec_;
@@ -55,7 +55,7 @@ class CudnnGroup {
   const KernelArgs args_;
   const Transpose transpose_;
   cudnnHandle_t handle_ = nullptr;
-  Layout layouts_[2];
+  ConvInLayout layouts_[2];
   CUdeviceptr channels_last_[2] = {0, 0};  // x and w transposed, made with layout 1
   CUdeviceptr workspace_ = 0;  // the largest any engine planned so far needs
   size_t workspace_bytes_ = 0;

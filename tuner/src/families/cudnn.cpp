@@ -159,7 +159,7 @@ class CudnnFamily : public Family {
         "    fusetune::KernelArgs epilogue = args;\n"
         "    epilogue.ptr[1] = const_cast<float*>(conv.run_channels_last(args, &fusetune::launch_to_channels_last, stream));\n"
         "    const fusetune::LaunchDims d = fusetune::channels_last_launch(fusetune::ConvDims{" + std::to_string(d.n) + ", " +
-        std::to_string(d.c) + ", " + std::to_string(d.s) + "});\n    " + kernel_instance(g, [](const std::string&) { return "1"; }) +
+        std::to_string(d.c) + ", " + std::to_string(d.s) + "});\n    " + kernel_instance(g, [](const std::string& p) { return p == "LAYOUT" ? "1" : ""; }) +
         "<<<dim3(d.grid[0], d.grid[1], d.grid[2]), dim3(d.block[0], d.block[1], d.block[2]), d.shared_bytes, stream>>>(epilogue);\n";
     return baked + "  if (tuned::LAYOUT == 1) {\n" + channels_last + "  } else {\n" + channels_first + "  }\n";
   }
