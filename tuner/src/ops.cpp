@@ -68,6 +68,7 @@ const std::map<std::string, Emit>& table() {
       {"aten.rsqrt.default", unary("rsqrtf")},
       {"aten.reciprocal.default", unary("1.f / ")},
       {"aten.erf.default", unary("erff")},
+      {"aten._to_copy.default", unary("(float)")},  // to float32 from int64 (float32 copies are views)
       {"aten.sin.default", unary("fusetune::sin_<MATH>")},
       {"aten.cos.default", unary("fusetune::cos_<MATH>")},
       {"aten.tan.default", unary("tanf")},

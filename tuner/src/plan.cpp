@@ -115,6 +115,8 @@ void Planner::visit(const Node& n) {
   if (is_identity_op(n.op)) {
     const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
     if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 copies are fused");
+    if (g_.value(value_ref(n.args.at(0))).dtype == "int64")
+      return add_elementwise(n, out);  // a conversion: computed, not a view of the int64 memory
     forward(n, value_ref(n.args.at(0)), out.shape, /*is_view=*/false);
   } else if (is_view_op(n.op)) {
     forward(n, value_ref(n.args.at(0)), out.shape, /*is_view=*/true);

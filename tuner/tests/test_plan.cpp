@@ -157,6 +157,22 @@ TEST(Plan, Int64ValuesAreComputedInIntegers) {
   EXPECT_EQ(Group::from_json(mixed.to_json()).slots.back().dtype, "int64");
 }
 
+// x.float() of an int64 tensor: a conversion computed in the group that reads it, not a view that
+// would read the int64 memory as floats.
+TEST(Plan, Int64ToFloatCopyIsAConversion) {
+  G b;
+  b.value("i", {5, 7}, "input", "int64")
+      .node("c", "aten._to_copy.default", {G::ref("i")}, {5, 7}, json{{"dtype", {{"dtype", "float32"}}}})
+      .node("m", "aten.mul.Tensor", {G::ref("c"), 2.0}, {5, 7});
+  const Plan p = plan_graph(b.build({"m"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& g = p.groups[0];
+  EXPECT_EQ(g.nodes, (std::vector<std::string>{"c", "m"}));
+  EXPECT_EQ(g.slots.at(0).dtype, "int64");
+  EXPECT_NE(g.op_struct.find("const float v0 = (float)(reinterpret_cast<const long long*>(a.ptr[0])["), std::string::npos)
+      << g.op_struct;
+}
+
 TEST(Plan, Int64OutsideElementwiseOpsIsRefused) {
   Graph g = G().value("i", {4, 3}, "input", "int64")
                 .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("i"), json::array({1})}, {4})

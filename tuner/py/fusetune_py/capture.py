@@ -116,6 +116,8 @@ def describe_nodes(ep, model_path):
         if node.op != "call_function":
             raise UserError(f"graph node {node.name} is a {node.op} (control flow?); fusetune supports "
                             "straight-line graphs only")
+        if node.target is torch.ops.aten._assert_tensor_metadata.default:
+            continue  # torch.export's check of a conversion's input: nothing to compute
         nodes.append({"name": node.name, "op": op_name(node.target),
                       "args": encode_arg(list(node.args)),
                       "kwargs": {k: encode_arg(v) for k, v in node.kwargs.items()},

@@ -175,6 +175,14 @@ def test_user_errors(cli, write_model, tmp_path, body, message):
     assert sorted(os.listdir(out)) == ["graph.json"] and (out / "graph.json").read_text() == "old"
 
 
+def test_conversions_have_no_assertion_nodes(cli, write_model, tmp_path):
+    # torch.export checks a conversion's input with a node of no value; the graph leaves it out.
+    out = tmp_path / "work"
+    code, err = run_capture(cli, write_model(_model("return x.float() * 2", "[torch.randint(0, 9, (5, 7))]")), out)
+    assert code == 0, err
+    assert [n["op"] for n in load_graph(out)["nodes"]] == ["aten._to_copy.default", "aten.mul.Tensor"]
+
+
 def test_missing_model_file(cli, tmp_path):
     code, err = run_capture(cli, str(tmp_path / "nope.py"), tmp_path / "work")
     assert code == 2 and err.startswith("error: model file not found: ")
