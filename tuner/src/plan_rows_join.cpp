@@ -122,6 +122,7 @@ int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, co
     if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
   for (const Step& s : b.steps)
     if (s.pool || !s.node) return -1;  // read by window or copied: not an element of the row
+  if (!b.int64_values.empty()) return -1;  // row kernels load floats only
   b.group.family = "reduce";
   b.row.domain = shape;
   b.row.reduced = reduced;

@@ -173,6 +173,21 @@ TEST(Plan, Int64ToFloatCopyIsAConversion) {
       << g.op_struct;
 }
 
+// A reduction of a chain that reads int64 memory: the chain stays an elementwise group (row
+// kernels load floats only) and the reduction reads its float result.
+TEST(Plan, ReductionOfAChainReadingInt64StartsItsOwnGroup) {
+  G b;
+  b.value("x", {5, 7}, "input").value("i", {5, 7}, "input", "int64");
+  b.node("m", "aten.mul.Tensor", {G::ref("x"), G::ref("i")}, {5, 7});
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("m"), json::array({1})}, {5});
+  const Plan p = plan_graph(b.build({"s"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].family, "elementwise");
+  EXPECT_EQ(p.groups[0].slots.at(1).dtype, "int64");
+  EXPECT_EQ(p.groups[1].family, "reduce");
+  for (const Slot& s : p.groups[1].slots) EXPECT_EQ(s.dtype, "float32");
+}
+
 TEST(Plan, Int64OutsideElementwiseOpsIsRefused) {
   Graph g = G().value("i", {4, 3}, "input", "int64")
                 .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("i"), json::array({1})}, {4})
