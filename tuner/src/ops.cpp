@@ -148,7 +148,7 @@ bool is_elementwise_op(const std::string& op) { return table().count(op) > 0; }
 
 bool is_int64_op(const std::string& op) {
   static const std::set<std::string> ops = {"aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
-                                            "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default"};
+                                            "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default", "aten.where.self"};
   return ops.count(op) > 0;
 }
 

@@ -14,7 +14,8 @@ using ArgExpr = std::function<std::string(size_t index, const char* kwarg)>;
 
 bool is_elementwise_op(const std::string& op);
 // Elementwise ops fusetune also computes on int64 tensors (in 64-bit integers, exactly): add, sub,
-// mul and neg, e.g. BatchNorm's num_batches_tracked + 1.
+// mul, neg and where, e.g. BatchNorm's num_batches_tracked + 1, a loss's target with ignored ones
+// replaced.
 bool is_int64_op(const std::string& op);
 std::string int_literal(double v);  // an integral value as a long long literal
 // Positions (and keyword names) of a node's tensor operands, for the planner to resolve.

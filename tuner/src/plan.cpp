@@ -79,7 +79,9 @@ void Planner::unsupported(const Node& n, const std::string& why) {
 
 void Planner::check_float(const std::string& value, const Node* n, bool int64_ok) {
   const ValueInfo& v = g_.value(value);
-  if (v.dtype != "float32" && !(int64_ok && v.dtype == "int64")) {
+  // A comparison's result that a kernel wrote is float 0 / 1 in memory (see materialize).
+  const bool written_bool = v.dtype == "bool" && v.kind == "intermediate";
+  if (v.dtype != "float32" && !(int64_ok && v.dtype == "int64") && !written_bool) {
     const std::string where = n ? " (" + (n->source.empty() ? n->name : n->source) + ")" : "";
     FT_USER_ERROR("value " + value + " has dtype " + v.dtype + where +
                   (int64_ok ? "; fusetune kernels read and write float32 tensors, and int64 ones in add, sub, mul and neg"
@@ -130,6 +132,8 @@ void Planner::visit(const Node& n) {
     add_pool(n, n.name, out);
   } else if (n.op == "aten.repeat.default") {
     add_repeat(n, out);
+  } else if (n.op == "aten.gather.default") {
+    add_gather(n, out);
   } else if (const Family* f = family_anchoring(n.op)) {
     add_anchor(n, out, *f);
   } else {
@@ -158,12 +162,57 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
   producer_[n.name] = producer_.at(view->base);
 }
 
-// A float32 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
+// A float32 or int64 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
 void Planner::add_constant(const Node& n) {
   const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
-  if (!is_number(n.args.at(0)) || (!dtype.is_null() && dtype.value("dtype", "") != "float32"))
-    unsupported(n, "only float32 constants are inlined");
-  constants_[n.name] = float_literal(number(n.args.at(0)));
+  const std::string type = dtype.is_null() ? "float32" : dtype.value("dtype", "");
+  if (!is_number(n.args.at(0)) || (type != "float32" && type != "int64"))
+    unsupported(n, "only float32 and int64 constants are inlined");
+  constants_[n.name] = type == "int64" ? int_literal(number(n.args.at(0))) : float_literal(number(n.args.at(0)));
+}
+
+void Planner::add_gather(const Node& n, const ValueInfo& out) {
+  check_result(n, out);
+  const json &jin = n.args.at(0), &jdim = node_arg(n, 1, "dim"), &jindex = node_arg(n, 2, "index");
+  const json& sparse = node_arg(n, 3, "sparse_grad");
+  if (!is_value_ref(jin) || !is_value_ref(jindex) || !is_number(jdim)) unsupported(n, "the input and the index must be tensors");
+  if (sparse.is_boolean() && sparse.get<bool>()) unsupported(n, "sparse_grad is not lowered");
+  const std::string in = value_ref(jin), index = value_ref(jindex);
+  if (constants_.count(in) || constants_.count(index)) unsupported(n, "a gather from or by a constant is not lowered");
+  const std::vector<int64_t>& in_shape = g_.value(in).shape;
+  const int64_t rank = (int64_t)in_shape.size();
+  int64_t dim = (int64_t)number(jdim);
+  if (dim < 0) dim += rank;
+  if (rank == 0 || dim < 0 || dim >= rank || (int64_t)out.shape.size() != rank || g_.value(index).shape != out.shape)
+    unsupported(n, "the index must have the input's rank and the result's shape");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != dim && out.shape[d] > in_shape[d]) unsupported(n, "the index is larger than the input outside the gathered dimension");
+  if (g_.value(index).dtype != "int64") unsupported(n, "the index must be int64");
+  if (fused_.count(in)) materialize(in);  // read at other elements than the result's
+  const Layout& src = operand(in, n);
+  Layout view{src.base, out.shape, src.strides, src.offset};
+  view.strides[dim] = 0;
+  // The index's group when it is an elementwise group over as many elements (after the input's
+  // producer), else a new group.
+  int target = -1;
+  if (auto it = fused_.find(index); it != fused_.end()) {
+    const int gi = it->second.group;
+    if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && gi > producer_.at(src.base)) target = gi;
+    else materialize(index);
+  }
+  if (target < 0) target = new_group("elementwise", out.shape);
+  Step step{&n, next_var(), false, {}, {}};
+  step.gather_stride = src.strides[dim];
+  if (auto it = fused_.find(index); it != fused_.end() && it->second.group == target) {
+    step.fused_operands[index] = it->second.var;
+  } else {
+    auto aligned = broadcast_to(operand(index, n, /*int64_ok=*/true), out.shape);
+    if (!aligned) unsupported(n, "the index does not have the result's shape");
+    step.loaded_operands[index] = *aligned;
+  }
+  step.loaded_operands[in] = view;
+  fused_[n.name] = Fused{target, step.var, out.shape};
+  add_step(target, n.name, n.op, std::move(step));
 }
 
 // Tensor operands of n that live in a group or in memory (constants are inlined instead).
@@ -299,7 +348,9 @@ void Planner::materialize(const std::string& value) {
   if (memory_.count(value)) return;
   const Fused& f = fused_.at(value);
   check_float(value, nullptr, /*int64_ok=*/true);  // int64 values exist only in elementwise groups
-  groups_[f.group].group.outputs.push_back(GroupOutput{value, f.var, f.shape, g_.value(value).dtype});
+  // A comparison's result (bool) is written as float 0 / 1, as the kernels hold it.
+  const std::string dtype = g_.value(value).dtype == "bool" ? "float32" : g_.value(value).dtype;
+  groups_[f.group].group.outputs.push_back(GroupOutput{value, f.var, f.shape, dtype});
   memory_[value] = Layout::contiguous(value, f.shape);
   producer_[value] = f.group;
   fused_.erase(value);
@@ -352,6 +403,7 @@ void Planner::add_repeat(const Node& n, const ValueInfo& out) {
 
 std::string Planner::materialize_output(const std::string& value) {
   if (constants_.count(value)) FT_USER_ERROR("the model returns a constant tensor (" + value + "); that is not lowered");
+  if (g_.value(value).dtype == "bool") FT_USER_ERROR("the model returns a bool tensor (" + value + "); that is not lowered");
   if (fused_.count(value)) materialize(value);
   const Layout& l = memory_.at(value);
   const ValueInfo& base = g_.value(l.base);

@@ -100,7 +100,13 @@ Group finalize_group(Building& b) {
         if (a.is_string()) return a.get<std::string>();
         return "";
       };
-      expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
+      if (s.gather_stride >= 0) {  // the input through its view, plus index * stride along the gathered dimension
+        const Layout& view = s.loaded_operands.at(value_ref(n.args.at(0)));
+        expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" + offset_expr(view, "idx") + " + (long long)(" +
+               arg(2, "index") + ") * " + std::to_string(s.gather_stride) + "LL]";
+      } else {
+        expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
+      }
       if (s.anchor) {
         if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {
           gr.bias_slot = slot_of(*bias, Access::Strided);

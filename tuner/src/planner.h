@@ -53,6 +53,9 @@ class Planner {
   std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n);
 
   void add_elementwise(const Node& n, const ValueInfo& out);
+  // torch.gather: an elementwise step over the index's shape reading its input from memory at
+  // the index along the gathered dimension.
+  void add_gather(const Node& n, const ValueInfo& out);
 
   // How step (node n, result `shape`, joining group gi) reaches each operand: a constant, a
   // variable of gi, or a load aligned to the shape (per_row: then viewed over that row group's

@@ -67,6 +67,21 @@ TEST(Compile, EveryElementwiseInstanceWithInt64Values) {
   for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("i64")));
 }
 
+TEST(Compile, EveryElementwiseInstanceWithAGather) {
+  // A loss's picked log-probability: the target with ignored ones replaced (an int64 where with
+  // an int64 constant), the input gathered at it, a float where after it.
+  G b;
+  b.value("x", {7, 9}, "input").value("t", {7, 1}, "input", "int64").value("zero", {}, "intermediate", "int64");
+  b.node("zero", "aten.scalar_tensor.default", {0}, {}, json{{"dtype", {{"dtype", "int64"}}}});
+  b.node("ok", "aten.ne.Scalar", {G::ref("t"), -100}, {7, 1}).values_dtype("ok", "bool");
+  b.node("i", "aten.where.self", {G::ref("ok"), G::ref("t"), G::ref("zero")}, {7, 1}).values_dtype("i", "int64");
+  b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("i")}, {7, 1});
+  b.node("y", "aten.where.self", {G::ref("ok"), G::ref("g"), 0.0}, {7, 1});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  compile_space(p.groups[0], Compiler(templates(), "sm_90", temp_dir("gather")));
+}
+
 TEST(Compile, EveryGemmInstance) {
   Graph g = G().value("a", {3, 17, 19}, "input").value("b", {3, 19, 23}, "input").value("r", {3, 17, 23}, "input")
                 .node("p", "aten.bmm.default", {G::ref("a"), G::ref("b")}, {3, 17, 23})

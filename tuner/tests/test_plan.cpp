@@ -188,6 +188,65 @@ TEST(Plan, ReductionOfAChainReadingInt64StartsItsOwnGroup) {
   for (const Slot& s : p.groups[1].slots) EXPECT_EQ(s.dtype, "float32");
 }
 
+// gather along dimension 1 of x [4, 6] by an int64 index [4, 2]: the index's elements, x read
+// through a view with stride 0 along that dimension plus index * its stride; the index's own
+// chain (an int64 where with an int64 constant) fuses before it.
+TEST(Plan, GatherReadsItsInputAtTheIndex) {
+  G b;
+  b.value("x", {4, 6}, "input").value("t", {4, 2}, "input", "int64").value("zero", {}, "intermediate", "int64");
+  b.node("zero", "aten.scalar_tensor.default", {0}, {}, json{{"dtype", {{"dtype", "int64"}}}});
+  b.node("ok", "aten.ge.Scalar", {G::ref("t"), 0}, {4, 2}).values_dtype("ok", "bool");
+  b.node("i", "aten.where.self", {G::ref("ok"), G::ref("t"), G::ref("zero")}, {4, 2}).values_dtype("i", "int64");
+  b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("i")}, {4, 2});
+  b.node("y", "aten.mul.Tensor", {G::ref("g"), 3.0}, {4, 2});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.nodes, (std::vector<std::string>{"ok", "i", "g", "y"}));
+  EXPECT_NE(gr.op_struct.find("const long long v1 = (v0 != 0.f ? reinterpret_cast<const long long*>(a.ptr[0])[((long long)(unsigned)idx)] : 0LL);"),
+            std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("const float v2 = a.ptr[1][((long long)((unsigned)idx / 2u) * 6) + (long long)(v1) * 1LL];"),
+            std::string::npos)
+      << gr.op_struct;
+  const Layout& view = gr.slots.at(1).layout;
+  EXPECT_EQ(view.sizes, (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(view.strides, (std::vector<int64_t>{6, 0}));
+}
+
+TEST(Plan, GatherByAFloatIndexIsRefused) {
+  G b;
+  b.value("x", {4, 6}, "input").value("f", {4, 1}, "input");
+  b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("f")}, {4, 1});
+  try {
+    plan_graph(b.build({"g"}));
+    FAIL() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the index must be int64"), std::string::npos) << e.what();
+  }
+}
+
+// A comparison read by a later group is written as float 0 / 1 (as the kernels hold it); a model
+// returning a bool tensor is refused.
+TEST(Plan, ComparisonsInMemoryAreFloats) {
+  G b;
+  b.value("x", {4, 6}, "input");
+  b.node("pos", "aten.gt.Scalar", {G::ref("x"), 0}, {4, 6}).values_dtype("pos", "bool");
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1});
+  b.node("d", "aten.div.Tensor", {G::ref("x"), G::ref("s")}, {4, 6});
+  b.node("y", "aten.where.self", {G::ref("pos"), G::ref("d"), 0.0}, {4, 6});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  ASSERT_EQ(p.groups[0].outputs.size(), 1u);
+  EXPECT_EQ(p.groups[0].outputs[0].value, "pos");
+  EXPECT_EQ(p.groups[0].outputs[0].dtype, "float32");
+  try {
+    plan_graph(b.build({"pos"}));
+    FAIL() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("returns a bool tensor"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Plan, Int64OutsideElementwiseOpsIsRefused) {
   Graph g = G().value("i", {4, 3}, "input", "int64")
                 .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("i"), json::array({1})}, {4})

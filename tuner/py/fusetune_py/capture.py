@@ -245,6 +245,26 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
     return (centred * centred).sum(dims, keepdim=keepdim) / float(max(n - (1 if correction is None else correction), 0))
 
 
+def _nll_loss_forward(self, target, weight, reduction, ignore_index):
+    """nll_loss over classes (N, C) without class weights: the log-probability at each target
+    gathered, ignored targets counting 0, and the mean over the counted ones as a float sum (so
+    that no int64 count is reduced). Other forms keep torch's decomposition."""
+    if weight is not None or self.dim() != 2:
+        return _torch_nll_loss_forward(self, target, weight, reduction, ignore_index)
+    counted = target != ignore_index
+    picked = torch.gather(self, 1, torch.where(counted, target, 0).unsqueeze(1)).squeeze(1)
+    loss = torch.where(counted, -picked, 0.0)
+    total = counted.to(self.dtype).sum()
+    if reduction == 0:  # none
+        return loss, total
+    return (loss.sum() / total if reduction == 1 else loss.sum()), total
+
+
+def _torch_nll_loss_forward(*args):
+    from torch._decomp.decompositions import nll_loss_forward
+    return nll_loss_forward(*args)
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each."""
@@ -258,6 +278,7 @@ def decompositions():
     table[torch.ops.aten._native_batch_norm_legit.no_stats] = _batch_norm_no_stats
     table[torch.ops.aten._native_batch_norm_legit_functional.default] = _batch_norm_functional
     table[torch.ops.aten._native_batch_norm_legit_no_training.default] = _batch_norm_no_training
+    table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
     return table
 
 

@@ -255,3 +255,19 @@ def test_norm_decompositions_match_torch(make, shape):
     torch.testing.assert_close(exported(x), reference(x), atol=1e-5, rtol=1e-5)
     for name, want in reference.state_dict().items():
         torch.testing.assert_close(exported.state_dict()[name], want, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none", "ignore_index": 3}])
+def test_cross_entropy_decomposition_matches_torch(kwargs):
+    # nll_loss written out as a gather and float sums computes what torch does, ignored targets too.
+    torch.manual_seed(0)
+    logits, target = torch.randn(67, 37) * 3.0, torch.randint(0, 37, (67,))
+    target[5] = target[40] = kwargs.get("ignore_index", -100)
+
+    class Loss(torch.nn.Module):
+        def forward(self, x, t):
+            return torch.nn.functional.cross_entropy(x, t, **kwargs)
+
+    exported = torch.export.export(Loss(), (logits, target)).run_decompositions(capture.decompositions())
+    assert "aten.gather.default" in {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    torch.testing.assert_close(exported.module()(logits, target), Loss()(logits, target), atol=1e-5, rtol=1e-5)

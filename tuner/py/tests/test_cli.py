@@ -168,6 +168,7 @@ GPU_FAMILY_PLANS = {
     "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
     "rows_scans.py": ["reduce", "reduce", "reduce"],
     "rows_arg.py": ["reduce"] * 6,
+    "loss_cross_entropy.py": ["reduce", "elementwise", "reduce", "reduce", "elementwise", "reduce", "reduce", "elementwise"],
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
