@@ -4,14 +4,13 @@
 // the channels-first outputs. Both go through a shared-memory tile of 32 channels x 32 positions,
 // so that reads and writes are coalesced on both sides.
 #pragma once
+#include "channels_last.h"
 #include "gemm_epilogue.cuh"
 #ifdef FUSETUNE_CUDNN_LINKED
 #include "cudnn_conv.h"
 #endif
 
 namespace fusetune {
-
-constexpr int kTile = 32, kTileRows = 8;  // a 32 x 32 tile per block of 32 x 8 threads
 
 // [n, c, s] -> [n, s, c] for in and out contiguous; grid (ceil(s / 32), ceil(c / 32), n). (A
 // template only so that several kernel sources of one extension may include it.)

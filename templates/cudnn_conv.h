@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "channels_last.h"
 #include "fusetune_args.h"
 #include "launch.h"
 
@@ -90,10 +91,12 @@ inline ConvDims conv_dims(const std::vector<long long>& sizes) {
   return d;
 }
 
-// Grid of templates/conv_epilogue.cuh's kernels over [n, c, s]: a block of 32 x 8 threads per
-// tile of 32 channels x 32 positions (kTile, kTileRows there), batches along z.
+// Grid of templates/conv_epilogue.cuh's kernels over [n, c, s]: a block of kTile x kTileRows
+// threads per tile of kTile channels x kTile positions, batches along z.
 inline LaunchDims channels_last_launch(const ConvDims& d) {
-  return LaunchDims{{(unsigned)ceil_div(d.s, 32), (unsigned)ceil_div(d.c, 32), (unsigned)d.n}, {32u, 8u, 1u}, 0u};
+  return LaunchDims{{(unsigned)ceil_div(d.s, kTile), (unsigned)ceil_div(d.c, kTile), (unsigned)d.n},
+                    {(unsigned)kTile, (unsigned)kTileRows, 1u},
+                    0u};
 }
 constexpr long long kMaxGridZ = 65535;
 

@@ -250,7 +250,8 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     gathered, ignored targets counting 0, and the mean over the counted ones as a float sum (so
     that no int64 count is reduced). Other forms keep torch's decomposition."""
     if weight is not None or self.dim() != 2:
-        return _torch_nll_loss_forward(self, target, weight, reduction, ignore_index)
+        from torch._decomp.decompositions import nll_loss_forward
+        return nll_loss_forward(self, target, weight, reduction, ignore_index)
     counted = target != ignore_index
     picked = torch.gather(self, 1, torch.where(counted, target, 0).unsqueeze(1)).squeeze(1)
     loss = torch.where(counted, -picked, 0.0)
@@ -258,11 +259,6 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     if reduction == 0:  # none
         return loss, total
     return (loss.sum() / total if reduction == 1 else loss.sum()), total
-
-
-def _torch_nll_loss_forward(*args):
-    from torch._decomp.decompositions import nll_loss_forward
-    return nll_loss_forward(*args)
 
 
 def decompositions():
