@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -62,7 +63,8 @@ class Worker {
   void run_candidate(const json& cand);
 
  private:
-  std::unique_ptr<DeviceBuffer> upload(const std::string& value);
+  // The recorded tensor `value` on the device, as the slot's `dtype` (bool becomes float 0 / 1).
+  std::unique_ptr<DeviceBuffer> upload(const std::string& value, const std::string& dtype);
   json check_outputs();
   double measure_bandwidth();
   CUresult launch(CUfunction f, const json& cand, const KernelArgs& args, CUstream stream);
@@ -192,9 +194,11 @@ std::function<CUresult(CUstream)> Worker::cublaslt_run(const json& c, float* out
   };
 }
 
-std::unique_ptr<DeviceBuffer> Worker::upload(const std::string& value) {
+std::unique_ptr<DeviceBuffer> Worker::upload(const std::string& value, const std::string& dtype) {
   const json& info = job_.at("tensor_index").at(value);
-  const std::string data = read_file(path_join(job_.at("tensors_dir").get<std::string>(), info.at("file").get<std::string>()));
+  const std::string data = as_slot_dtype(
+      read_file(path_join(job_.at("tensors_dir").get<std::string>(), info.at("file").get<std::string>())),
+      info.value("dtype", ""), dtype);
   auto buf = std::make_unique<DeviceBuffer>(data.size());
   CU_CHECK(cuMemcpyHtoD_v2(buf->ptr, data.data(), data.size()));
   return buf;
@@ -216,11 +220,11 @@ void Worker::setup() {
       FT_CHECK(n >= 0, "output slot " + s.layout.base + " is not an output of " + group_.id);
       const size_t bytes = (size_t)n * dtype_bytes(s.dtype);
       outputs_.push_back(std::make_unique<DeviceBuffer>(bytes));
-      refs_.push_back(upload(s.layout.base));
+      refs_.push_back(upload(s.layout.base, s.dtype));
       if (refs_.back()->bytes != bytes) FT_THROW("reference of " + s.layout.base + " has the wrong size");
       slot_base_.push_back(reinterpret_cast<float*>(outputs_.back()->ptr));
     } else {
-      if (!inputs_.count(s.layout.base)) inputs_[s.layout.base] = upload(s.layout.base);
+      if (!inputs_.count(s.layout.base)) inputs_[s.layout.base] = upload(s.layout.base, s.dtype);
       slot_base_.push_back(reinterpret_cast<float*>(inputs_[s.layout.base]->ptr));
     }
   }
@@ -466,6 +470,16 @@ void Worker::run_candidate(const json& cand) {
 }
 
 }  // namespace
+
+std::string as_slot_dtype(std::string data, const std::string& recorded, const std::string& slot) {
+  if (recorded != "bool" || slot != "float32") return data;
+  std::string floats(data.size() * sizeof(float), '\0');
+  for (size_t i = 0; i < data.size(); ++i) {
+    const float v = data[i] ? 1.f : 0.f;
+    std::memcpy(&floats[i * sizeof(float)], &v, sizeof v);
+  }
+  return floats;
+}
 
 json time_stats(std::vector<double> s) {
   std::sort(s.begin(), s.end());

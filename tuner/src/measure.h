@@ -11,6 +11,10 @@ namespace fusetune {
 // Lines the worker prints: "ready <json>", "begin <name>", "result <json>".
 int run_measure_worker(const std::string& job_path);
 
+// A recorded tensor's bytes as a slot of dtype `slot` holds them: the kernels keep comparisons
+// (recorded as bool, one byte per element) as float 0 / 1; other dtypes pass unchanged.
+std::string as_slot_dtype(std::string data, const std::string& recorded, const std::string& slot);
+
 // Summary statistics of timing samples (milliseconds).
 json time_stats(std::vector<double> samples);
 

@@ -2,9 +2,12 @@
 // of values needed elsewhere, the generated Op, and clear refusals.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "error.h"
 #include "families.h"
 #include "graph_builder.h"
+#include "measure.h"
 #include "plan.h"
 
 namespace fusetune {
@@ -239,6 +242,14 @@ TEST(Plan, ComparisonsInMemoryAreFloats) {
   ASSERT_EQ(p.groups[0].outputs.size(), 1u);
   EXPECT_EQ(p.groups[0].outputs[0].value, "pos");
   EXPECT_EQ(p.groups[0].outputs[0].dtype, "float32");
+  // The measuring worker gets PyTorch's bool reference of it (one byte per element) as floats.
+  const std::string recorded{'\1', '\0', '\1'};
+  const std::string floats = as_slot_dtype(recorded, "bool", "float32");
+  ASSERT_EQ(floats.size(), 3 * sizeof(float));
+  float f[3];
+  std::memcpy(f, floats.data(), sizeof f);
+  EXPECT_EQ(std::vector<float>(f, f + 3), (std::vector<float>{1.f, 0.f, 1.f}));
+  EXPECT_EQ(as_slot_dtype(recorded, "float32", "float32"), recorded);
   try {
     plan_graph(b.build({"pos"}));
     FAIL() << "expected a refusal";
