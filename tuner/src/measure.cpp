@@ -451,14 +451,22 @@ void Worker::run_candidate(const json& cand) {
     for (auto& e : ev) Driver::get().cuEventDestroy_v2(e);
     return ms;
   };
-  std::vector<double> warm = timed(warmup);
+  // A candidate far slower than the best so far cannot win: its first warm-up run shows it, and
+  // three timed runs record how slow it is (in a row group's grid such candidates take 100-500x
+  // the best, and full warm-up and timing of them was most of the search's time).
+  std::vector<double> warm = timed(1);
+  const bool hopeless = best_ms_ > 0 && warm[0] > 3.0 * best_ms_;
+  if (!hopeless && warmup > 1) {
+    std::vector<double> rest = timed(warmup - 1);
+    warm.insert(warm.end(), rest.begin(), rest.end());
+  }
   std::sort(warm.begin(), warm.end());
   const double estimate = std::max(warm[warm.size() / 2], 1e-3);
   int runs = (int)std::clamp<double>(std::ceil(min_ms / estimate), min_runs, max_runs);
-  // A candidate far slower than the best so far cannot win: a few runs show it.
-  if (best_ms_ > 0 && estimate > 3.0 * best_ms_) {
-    runs = 5;
-    result["early_stop"] = "warm-up took " + format_float(estimate) + " ms, over 3x the best " + format_float(best_ms_) + " ms";
+  if (hopeless) {
+    runs = 3;
+    result["early_stop"] = "first warm-up run took " + format_float(estimate) + " ms, over 3x the best " +
+                           format_float(best_ms_) + " ms";
   }
   emit("timing", json{{"expected_ms", runs * (estimate + 0.5)}});
   std::vector<double> samples = timed(runs);
