@@ -203,6 +203,7 @@ void Planner::add_gather(const Node& n, const ValueInfo& out) {
   if (target < 0) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.gather_stride = src.strides[dim];
+  step.gather_extent = in_shape[dim];
   if (auto it = fused_.find(index); it != fused_.end() && it->second.group == target) {
     step.fused_operands[index] = it->second.var;
   } else {

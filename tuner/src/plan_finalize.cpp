@@ -102,8 +102,11 @@ Group finalize_group(Building& b) {
       };
       if (s.gather_stride >= 0) {  // the input through its view, plus index * stride along the gathered dimension
         const Layout& view = s.loaded_operands.at(value_ref(n.args.at(0)));
-        expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" + offset_expr(view, "idx") + " + (long long)(" +
-               arg(2, "index") + ") * " + std::to_string(s.gather_stride) + "LL]";
+        const std::string at = s.var + "_at";
+        body += "    const long long " + at + " = " + arg(2, "index") + ";\n    if ((unsigned long long)" + at +
+                " >= " + std::to_string(s.gather_extent) + "ULL) __trap();  // out of range: torch raises\n";
+        expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" + offset_expr(view, "idx") + " + " + at +
+               " * " + std::to_string(s.gather_stride) + "LL]";
       } else {
         expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
       }

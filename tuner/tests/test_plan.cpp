@@ -193,7 +193,7 @@ TEST(Plan, ReductionOfAChainReadingInt64StartsItsOwnGroup) {
 
 // gather along dimension 1 of x [4, 6] by an int64 index [4, 2]: the index's elements, x read
 // through a view with stride 0 along that dimension plus index * its stride; the index's own
-// chain (an int64 where with an int64 constant) fuses before it.
+// chain (an int64 where with an int64 constant) fuses before it; an index out of range traps.
 TEST(Plan, GatherReadsItsInputAtTheIndex) {
   G b;
   b.value("x", {4, 6}, "input").value("t", {4, 2}, "input", "int64").value("zero", {}, "intermediate", "int64");
@@ -208,7 +208,10 @@ TEST(Plan, GatherReadsItsInputAtTheIndex) {
   EXPECT_EQ(gr.nodes, (std::vector<std::string>{"ok", "i", "g", "y"}));
   EXPECT_NE(gr.op_struct.find("const long long v1 = (v0 != 0.f ? reinterpret_cast<const long long*>(a.ptr[0])[((long long)(unsigned)idx)] : 0LL);"),
             std::string::npos) << gr.op_struct;
-  EXPECT_NE(gr.op_struct.find("const float v2 = a.ptr[1][((long long)((unsigned)idx / 2u) * 6) + (long long)(v1) * 1LL];"),
+  EXPECT_NE(gr.op_struct.find("const long long v2_at = v1;\n    if ((unsigned long long)v2_at >= 6ULL) __trap();"),
+            std::string::npos)
+      << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("const float v2 = a.ptr[1][((long long)((unsigned)idx / 2u) * 6) + v2_at * 1LL];"),
             std::string::npos)
       << gr.op_struct;
   const Layout& view = gr.slots.at(1).layout;
