@@ -281,9 +281,85 @@ def decompositions():
 def export_graph(model, inputs, base):
     try:
         with quiet():
-            return torch.export.export(model, tuple(inputs)).run_decompositions(decompositions())
+            ep = torch.export.export(model, tuple(inputs)).run_decompositions(decompositions())
     except Exception as e:
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
+    push_gathers(ep.graph_module)
+    return ep
+
+
+def _pushable(gather):
+    """The operands of the pointwise op that `gather` reads, each marked whether it must be gathered
+    too (it has the op's shape) or broadcasts along the gathered dimension as it is; None when the
+    gather cannot move into its operands."""
+    src, dim, index = (list(gather.args) + [None])[:3]
+    if gather.kwargs.get("sparse_grad") or len(gather.args) > 3 or not isinstance(src, torch.fx.Node):
+        return None
+    if src.op != "call_function" or torch.Tag.pointwise not in getattr(src.target, "tags", ()) or any(
+            isinstance(v, torch.fx.Node) for v in src.kwargs.values()):
+        return None
+    shape, idx_shape = src.meta["val"].shape, index.meta["val"].shape
+    dim %= len(shape)
+    if any(idx_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None  # a broadcast operand would no longer line up with the index
+    operands = []
+    for a in src.args:
+        if not isinstance(a, torch.fx.Node):
+            operands.append((a, False))
+            continue
+        val = a.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.dtype != src.meta["val"].dtype:
+            return None
+        if val.shape == shape:
+            operands.append((a, shape[dim] != 1))
+            continue
+        aligned = (1,) * (len(shape) - val.dim()) + tuple(val.shape)
+        if val.dim() > len(shape) or aligned[dim] != 1 or any(n not in (1, m) for n, m in zip(aligned, shape)):
+            return None  # broadcast along other dimensions and full along the gathered one
+        operands.append((a, False))
+    return dim, index, operands
+
+
+def push_gathers(gm):
+    """gather(f(a, b), dim, index) becomes f(gather(a, dim, index), b) for a pointwise f, an operand
+    b that is constant along dim (size 1 there), and an index shaped like f's result outside dim:
+    the gather then reads f's inputs at the index instead of f's whole result, which its group
+    would otherwise write out (cross-entropy's log-softmax: the logits' size written, one element
+    per row read back). Repeated while it applies; a gather the model returns stays (its name is
+    the output's)."""
+    graph = gm.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    changed = True
+    while changed:
+        changed = False
+        for gather in list(graph.nodes):
+            if gather.op != "call_function" or gather.target is not torch.ops.aten.gather.default or output in gather.users:
+                continue
+            found = _pushable(gather)
+            if found is None:
+                continue
+            dim, index, operands = found
+            src = gather.args[0]
+            with graph.inserting_before(gather):
+                args = []
+                for a, gathered in operands:
+                    if gathered:
+                        a = graph.call_function(torch.ops.aten.gather.default, (a, dim, index))
+                        a.meta["val"] = torch.ops.aten.gather.default(a.args[0].meta["val"], dim, index.meta["val"])
+                        a.meta["stack_trace"] = gather.meta.get("stack_trace")
+                    args.append(a)
+                moved = graph.call_function(src.target, tuple(args), dict(src.kwargs))
+                vals = [x.meta["val"] if isinstance(x, torch.fx.Node) else x for x in args]
+                moved.meta["val"] = src.target(*vals, **src.kwargs)
+                moved.meta["stack_trace"] = src.meta.get("stack_trace")
+            gather.replace_all_uses_with(moved)
+            graph.erase_node(gather)
+            if not src.users:
+                graph.erase_node(src)
+            changed = True
+    graph.eliminate_dead_code()
+    graph.lint()
+    gm.recompile()
 
 
 class _DefaultRef:

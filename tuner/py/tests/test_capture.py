@@ -268,6 +268,27 @@ def test_cross_entropy_decomposition_matches_torch(kwargs):
         def forward(self, x, t):
             return torch.nn.functional.cross_entropy(x, t, **kwargs)
 
-    exported = torch.export.export(Loss(), (logits, target)).run_decompositions(capture.decompositions())
-    assert "aten.gather.default" in {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    exported = capture.export_graph(Loss(), (logits, target), "loss.py")
+    gathers = [n for n in exported.graph.nodes if n.target is torch.ops.aten.gather.default]
+    # The gather moved into log-softmax's operands: it reads the logits, not their whole log-softmax.
+    assert [g.args[0].op for g in gathers] == ["placeholder"]
     torch.testing.assert_close(exported.module()(logits, target), Loss()(logits, target), atol=1e-5, rtol=1e-5)
+
+
+def test_gathers_move_only_where_the_operands_line_up():
+    class M(torch.nn.Module):
+        def forward(self, x, row, col, i, j):
+            moved = torch.gather(torch.exp(x - row), 1, i)  # row: constant along dim 1
+            kept = torch.gather(x * col, 1, i)  # col: [1, C] varies along dim 1 and broadcasts along 0
+            narrow = torch.gather(x - row, 1, j)  # j has fewer rows than x
+            returned = torch.gather(x + 1.0, 1, i)  # a gather the model returns keeps its name
+            return moved + kept, narrow, returned
+
+    x, row, col = torch.randn(6, 5), torch.randn(6, 1), torch.randn(1, 5)
+    i, j = torch.randint(0, 5, (6, 2)), torch.randint(0, 5, (3, 2))
+    ep = capture.export_graph(M(), (x, row, col, i, j), "m.py")
+    read = sorted(n.args[0].target.__name__ if n.args[0].op == "call_function" else n.args[0].name
+                  for n in ep.graph.nodes if n.target is torch.ops.aten.gather.default)
+    assert read == ["add.Tensor", "mul.Tensor", "sub.Tensor", "x"], read
+    for got, want in zip(ep.module()(x, row, col, i, j), M()(x, row, col, i, j)):
+        torch.testing.assert_close(got, want)
