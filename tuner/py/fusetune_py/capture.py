@@ -175,29 +175,44 @@ def _channel_view(t, x):
     return t.view([1, -1] + [1] * (x.dim() - 2))
 
 
-# Below this many channels, statistics over (N, spatial) are taken in two steps (see _channel_mean):
+# Below this many channels, statistics over (N, spatial) are taken in two steps (see _channel_stats):
 # one row per channel would leave most of a GPU's SMs idle (132 on the H200, two rows each).
 SPLIT_STATS_BELOW_CHANNELS = 256
 
 
-def _channel_mean(t):
-    """Mean of t (N, C, ...) per channel, kept as (1, C, 1, ...). With few channels and spatial
-    dimensions, the mean over them per (n, c) first (N x C rows), then over N (exact: every (n, c)
-    has as many elements), so that the long reduction has enough rows to fill the GPU."""
-    spatial = list(range(2, t.dim()))
-    if spatial and t.shape[0] > 1 and t.shape[1] < SPLIT_STATS_BELOW_CHANNELS:
-        return t.mean(spatial, keepdim=True).mean(0, keepdim=True)
-    return t.mean([0] + spatial, keepdim=True)
+def _channel_stats(x):
+    """Mean and biased variance of x (N, C, ...) per channel, kept as (1, C, 1, ...).
+
+    With few channels and spatial dimensions, in two steps so that the long reduction has enough
+    rows to fill the GPU: per (n, c) row, in one pass over x, the sums of d = x - k and of d * d,
+    where k is the row's first element (shifting by a value of the data keeps sum(d * d) - sum(d)^2 / m
+    from cancelling when the mean is large against the spread); then over N, exactly, by the
+    pairwise combination of Chan et al. (every row has m elements). Otherwise the mean, then the
+    centred square mean, in one row group per channel."""
+    spatial = list(range(2, x.dim()))
+    if not (spatial and x.shape[0] > 1 and x.shape[1] < SPLIT_STATS_BELOW_CHANNELS):
+        dims = [0] + spatial
+        mean = x.mean(dims, keepdim=True)
+        centred = x - mean
+        return mean, (centred * centred).mean(dims, keepdim=True)
+    m = x.numel() // (x.shape[0] * x.shape[1])
+    k = x[(slice(None), slice(None)) + (slice(0, 1),) * len(spatial)]
+    d = x - k
+    s1, s2 = d.sum(spatial, keepdim=True), (d * d).sum(spatial, keepdim=True)
+    row_mean = k + s1 / m
+    row_m2 = s2 - s1 * s1 / m
+    mean = row_mean.mean(0, keepdim=True)
+    spread = row_mean - mean
+    var = (row_m2.sum(0, keepdim=True) + (spread * spread).sum(0, keepdim=True) * m) / (x.numel() // x.shape[1])
+    return mean, var
 
 
 def _batch_stats(x, weight, bias, eps):
-    """Normalisation of x by its statistics per channel (over N and the spatial dimensions), as
-    mean, centred square mean and rsqrt. Returns out, mean, biased var, rstd."""
-    mean = _channel_mean(x)
-    centred = x - mean
-    var = _channel_mean(centred * centred)
+    """Normalisation of x by its statistics per channel (over N and the spatial dimensions).
+    Returns out, mean, biased var, rstd."""
+    mean, var = _channel_stats(x)
     rstd = torch.rsqrt(var + eps)
-    out = (x - mean) * rstd  # x - mean again: with the statistics split, the output's group recomputes it
+    out = (x - mean) * rstd
     if weight is not None:
         out = out * _channel_view(weight, x)
     if bias is not None:

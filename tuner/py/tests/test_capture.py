@@ -242,19 +242,22 @@ def test_init_signature_keeps_defaults_by_reference(cli, write_model, tmp_path):
     (lambda: torch.nn.BatchNorm3d(4), (2, 4, 3, 5, 6)),
     (lambda: torch.nn.InstanceNorm2d(4, affine=True), (3, 4, 6, 5)),
 ])
-def test_norm_decompositions_match_torch(make, shape):
-    # The written-out norms compute what torch does: outputs and the running statistics.
+@pytest.mark.parametrize("mean, spread, tol", [(0.5, 2.0, 1e-5), (1000.0, 1.0, 1e-3)])
+def test_norm_decompositions_match_torch(make, shape, mean, spread, tol):
+    # The written-out norms compute what torch does: outputs and the running statistics, also for
+    # data whose mean is far larger than its spread (there E[x^2] - E[x]^2 is 30% off the variance;
+    # torch's own output is 1e-4 off the exact one).
     torch.manual_seed(0)
     model = make()
     with torch.no_grad():
         for p in model.parameters():
             p.uniform_(0.5, 1.5)
-    x = torch.randn(shape) * 2.0 + 0.5
+    x = torch.randn(shape) * spread + mean
     reference = copy.deepcopy(model)
     exported = torch.export.export(copy.deepcopy(model), (x,)).run_decompositions(capture.decompositions()).module()
-    torch.testing.assert_close(exported(x), reference(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(exported(x), reference(x), atol=tol, rtol=tol)
     for name, want in reference.state_dict().items():
-        torch.testing.assert_close(exported.state_dict()[name], want, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(exported.state_dict()[name], want, atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none", "ignore_index": 3}])
