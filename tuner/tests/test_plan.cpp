@@ -318,6 +318,20 @@ TEST(Plan, RowOutputViewedWithoutUnitDimensions) {
   EXPECT_EQ(gr.slots.at(gr.out_slot).layout.strides, (std::vector<int64_t>{1, 0}));
 }
 
+// A per-row chain on that view joins the row group (BatchNorm's running statistic update: an
+// elementwise op of the [C] view and a [C] buffer).
+TEST(Plan, ChainOnARowOutputViewedWithoutUnitDimensionsJoinsTheRows) {
+  Graph g = G().value("x", {4, 3, 1, 1}, "input").value("r", {3}, "buffer")
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("x"), json::array({0}), true}, {1, 3, 1, 1})
+                .node("v", "aten.view.default", std::vector<json>{G::ref("m"), json::array({-1})}, {3})
+                .node("u", "aten.mul.Tensor", {G::ref("v"), 0.9}, {3})
+                .node("w", "aten.add.Tensor", {G::ref("r"), G::ref("u")}, {3})
+                .build({"w"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"m", "u", "w"}));
+}
+
 TEST(Plan, JsonRoundTrip) {
   Graph g = G()
                 .value("x", {4, 6}, "input").value("c", {6}, "input")
