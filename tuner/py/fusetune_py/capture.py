@@ -141,13 +141,26 @@ def describe_outputs(ep):
     return outputs, mutations
 
 
+def _moments(t, dims):
+    """Mean and sum of squared deviations of t over dims (kept as size 1), and the count, in one
+    pass over t: the sums of d = t - k and of d * d, where k is each row's first element.
+    Shifting by a value of the data keeps sum(d * d) - sum(d)^2 / m from cancelling when the mean
+    is large against the spread (the centred form needs a second pass, E[x^2] - E[x]^2 cancels)."""
+    m = 1
+    for d in dims:
+        m *= t.shape[d]
+    k = t[tuple(slice(0, 1) if d in dims else slice(None) for d in range(t.dim()))]
+    d = t - k
+    s1, s2 = d.sum(dims, keepdim=True), (d * d).sum(dims, keepdim=True)
+    return k + s1 / m, (s2 - s1 * s1 / m).clamp_min(0.0), m
+
+
 def _layer_norm(x, normalized_shape, weight, bias, eps):
-    """native_layer_norm as mean, centred square mean, rsqrt: one row group (three passes)."""
+    """native_layer_norm as one-pass moments and rsqrt: one row group (two passes)."""
     dims = list(range(x.dim() - len(normalized_shape), x.dim()))
-    mean = x.mean(dims, keepdim=True)
-    centred = x - mean
-    rstd = torch.rsqrt((centred * centred).mean(dims, keepdim=True) + eps)
-    out = centred * rstd
+    mean, m2, m = _moments(x, dims)
+    rstd = torch.rsqrt(m2 / m + eps)
+    out = (x - mean) * rstd
     if weight is not None:
         out = out * weight
     if bias is not None:
@@ -159,10 +172,9 @@ def _group_norm(x, weight, bias, n, c, hw, group, eps):
     """native_group_norm the same way over x viewed as (n, group, c / group, hw), the affine
     parameters viewed to match, so that the whole norm stays one row group."""
     grouped = x.view(n, group, c // group, hw)
-    mean = grouped.mean([2, 3], keepdim=True)
-    centred = grouped - mean
-    rstd = torch.rsqrt((centred * centred).mean([2, 3], keepdim=True) + eps)
-    out = centred * rstd
+    mean, m2, m = _moments(grouped, [2, 3])
+    rstd = torch.rsqrt(m2 / m + eps)
+    out = (grouped - mean) * rstd
     if weight is not None:
         out = out * weight.view(1, group, c // group, 1)
     if bias is not None:
@@ -181,30 +193,18 @@ SPLIT_STATS_BELOW_CHANNELS = 256
 
 
 def _channel_stats(x):
-    """Mean and biased variance of x (N, C, ...) per channel, kept as (1, C, 1, ...).
-
-    With few channels and spatial dimensions, in two steps so that the long reduction has enough
-    rows to fill the GPU: per (n, c) row, in one pass over x, the sums of d = x - k and of d * d,
-    where k is the row's first element (shifting by a value of the data keeps sum(d * d) - sum(d)^2 / m
-    from cancelling when the mean is large against the spread); then over N, exactly, by the
-    pairwise combination of Chan et al. (every row has m elements). Otherwise the mean, then the
-    centred square mean, in one row group per channel."""
+    """Mean and biased variance of x (N, C, ...) per channel, kept as (1, C, 1, ...), in one pass
+    over x (see _moments). With few channels and spatial dimensions, in two steps so that the long
+    reduction has enough rows to fill the GPU: the moments per (n, c) row, then over N, exactly, by
+    the pairwise combination of Chan et al. (every row has m elements)."""
     spatial = list(range(2, x.dim()))
     if not (spatial and x.shape[0] > 1 and x.shape[1] < SPLIT_STATS_BELOW_CHANNELS):
-        dims = [0] + spatial
-        mean = x.mean(dims, keepdim=True)
-        centred = x - mean
-        return mean, (centred * centred).mean(dims, keepdim=True)
-    m = x.numel() // (x.shape[0] * x.shape[1])
-    k = x[(slice(None), slice(None)) + (slice(0, 1),) * len(spatial)]
-    d = x - k
-    s1, s2 = d.sum(spatial, keepdim=True), (d * d).sum(spatial, keepdim=True)
-    row_mean = k + s1 / m
-    row_m2 = s2 - s1 * s1 / m
+        mean, m2, m = _moments(x, [0] + spatial)
+        return mean, m2 / m
+    row_mean, row_m2, m = _moments(x, spatial)
     mean = row_mean.mean(0, keepdim=True)
     spread = row_mean - mean
-    var = (row_m2.sum(0, keepdim=True) + (spread * spread).sum(0, keepdim=True) * m) / (x.numel() // x.shape[1])
-    return mean, var
+    return mean, (row_m2.sum(0, keepdim=True) + (spread * spread).sum(0, keepdim=True) * m) / (m * x.shape[0])
 
 
 def _batch_stats(x, weight, bias, eps):

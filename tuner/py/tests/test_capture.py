@@ -241,6 +241,8 @@ def test_init_signature_keeps_defaults_by_reference(cli, write_model, tmp_path):
     (lambda: torch.nn.BatchNorm1d(7), (13, 7)),
     (lambda: torch.nn.BatchNorm3d(4), (2, 4, 3, 5, 6)),
     (lambda: torch.nn.InstanceNorm2d(4, affine=True), (3, 4, 6, 5)),
+    (lambda: torch.nn.LayerNorm([5, 6]), (4, 3, 5, 6)),
+    (lambda: torch.nn.GroupNorm(2, 6), (3, 6, 4, 5)),
 ])
 @pytest.mark.parametrize("mean, spread, tol", [(0.5, 2.0, 1e-5), (1000.0, 1.0, 1e-3)])
 def test_norm_decompositions_match_torch(make, shape, mean, spread, tol):
