@@ -315,8 +315,8 @@ def _pushable(gather):
         return None
     shape, idx_shape = src.meta["val"].shape, index.meta["val"].shape
     dim %= len(shape)
-    if any(idx_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
-        return None  # a broadcast operand would no longer line up with the index
+    if shape[dim] == 1 or any(idx_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None  # nothing to gather along dim, or a broadcast operand would not line up with the index
     operands = []
     for a in src.args:
         if not isinstance(a, torch.fx.Node):
@@ -326,12 +326,14 @@ def _pushable(gather):
         if not isinstance(val, torch.Tensor) or val.dtype != src.meta["val"].dtype:
             return None
         if val.shape == shape:
-            operands.append((a, shape[dim] != 1))
+            operands.append((a, True))
             continue
         aligned = (1,) * (len(shape) - val.dim()) + tuple(val.shape)
         if val.dim() > len(shape) or aligned[dim] != 1 or any(n not in (1, m) for n, m in zip(aligned, shape)):
             return None  # broadcast along other dimensions and full along the gathered one
         operands.append((a, False))
+    if not any(gathered for _, gathered in operands):
+        return None  # the result must take the index's shape (and its range check) from a gather
     return dim, index, operands
 
 

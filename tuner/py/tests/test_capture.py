@@ -287,13 +287,14 @@ def test_gathers_move_only_where_the_operands_line_up():
             kept = torch.gather(x * col, 1, i)  # col: [1, C] varies along dim 1 and broadcasts along 0
             narrow = torch.gather(x - row, 1, j)  # j has fewer rows than x
             returned = torch.gather(x + 1.0, 1, i)  # a gather the model returns keeps its name
-            return moved + kept, narrow, returned
+            along_one = torch.gather(row * 2.0, 1, i * 0) * 3.0  # every operand size 1 along dim 1
+            return moved + kept, narrow, returned, along_one
 
     x, row, col = torch.randn(6, 5), torch.randn(6, 1), torch.randn(1, 5)
     i, j = torch.randint(0, 5, (6, 2)), torch.randint(0, 5, (3, 2))
     ep = capture.export_graph(M(), (x, row, col, i, j), "m.py")
     read = sorted(n.args[0].target.__name__ if n.args[0].op == "call_function" else n.args[0].name
                   for n in ep.graph.nodes if n.target is torch.ops.aten.gather.default)
-    assert read == ["add.Tensor", "mul.Tensor", "sub.Tensor", "x"], read
+    assert read == ["add.Tensor", "mul.Tensor", "mul.Tensor", "sub.Tensor", "x"], read
     for got, want in zip(ep.module()(x, row, col, i, j), M()(x, row, col, i, j)):
         torch.testing.assert_close(got, want)
