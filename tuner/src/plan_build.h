@@ -64,7 +64,13 @@ struct RowInfo {
   std::vector<ScanKind> scans;  // inclusive scans along the row, in the final pass
   int passes = 0;      // passes over the row that accumulate statistics
   int n_reduced = 0;   // Reduced variables red[0..n_reduced)
+
+  std::vector<int64_t> kept() const;  // the domain's sizes along the kept dimensions: one value per row
 };
+
+// `shape` without its size-1 dimensions: two shapes equal this way hold the same elements in the
+// same order when contiguous.
+std::vector<int64_t> without_unit_dims(const std::vector<int64_t>& shape);
 
 struct Building {
   Group group;

@@ -10,23 +10,28 @@
 
 namespace fusetune {
 
+std::vector<int64_t> RowInfo::kept() const {
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (!reduced[d]) out.push_back(domain[d]);
+  return out;
+}
+
+std::vector<int64_t> without_unit_dims(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out;
+  for (int64_t s : shape)
+    if (s != 1) out.push_back(s);
+  return out;
+}
+
 std::optional<Layout> row_to_domain(const RowInfo& row, Layout l) {
   const size_t n_reduced = std::count(row.reduced.begin(), row.reduced.end(), true);
-  if (l.sizes.size() + n_reduced != row.domain.size() && l.is_contiguous()) {
+  if (l.sizes.size() + n_reduced != row.domain.size() && l.is_contiguous() &&
+      without_unit_dims(l.sizes) == without_unit_dims(row.kept())) {
     // The rows viewed with other size-1 dimensions (e.g. [C] for rows kept as [C, 1, 1]).
-    std::vector<int64_t> kept, kept_all, mine;
-    for (size_t d = 0; d < row.domain.size(); ++d) {
-      if (row.reduced[d]) continue;
-      kept_all.push_back(row.domain[d]);
-      if (row.domain[d] != 1) kept.push_back(row.domain[d]);
-    }
-    for (int64_t s : l.sizes)
-      if (s != 1) mine.push_back(s);
-    if (mine == kept) {
-      const int64_t offset = l.offset;
-      l = Layout::contiguous(l.base, kept_all);
-      l.offset = offset;
-    }
+    const int64_t offset = l.offset;
+    l = Layout::contiguous(l.base, row.kept());
+    l.offset = offset;
   }
   if (l.sizes.size() + n_reduced == row.domain.size()) {
     for (size_t d = 0; d < row.domain.size(); ++d)

@@ -53,19 +53,9 @@ std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& 
 
 // Whether `shape` is the shape of a row of group gi, with or without the reduced dimensions kept.
 bool Planner::is_row_shape(int gi, const std::vector<int64_t>& shape) const {
-  const RowInfo& r = groups_[gi].row;
   // One value per row, in row order: the kept sizes, with or without size-1 dimensions (a
   // BatchNorm's per-channel statistic of (1, C, 1, 1) viewed as (C)).
-  auto squeezed = [](const std::vector<int64_t>& s) {
-    std::vector<int64_t> out;
-    for (int64_t v : s)
-      if (v != 1) out.push_back(v);
-    return out;
-  };
-  std::vector<int64_t> kept;
-  for (size_t d = 0; d < r.domain.size(); ++d)
-    if (!r.reduced[d]) kept.push_back(r.domain[d]);
-  return squeezed(shape) == squeezed(kept);
+  return without_unit_dims(shape) == without_unit_dims(groups_[gi].row.kept());
 }
 
 // Whether a fused value of group gi, broadcast to the domain, holds the right element for
