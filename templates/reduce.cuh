@@ -3,14 +3,15 @@
 // at the reduced shape and again over every element of the row (softmax's division, a norm's
 // scaling). Every tensor
 // is a view over the domain with the kept dimensions first (Op::kKeptRank of them, one row per
-// output, a.numel rows) and the reduced ones last (a.k elements per row).
+// output, a.numel rows) and the reduced ones last (a.k elements per row); Op::row_offset and
+// Op::elem_offset give the offsets in each tensor with its sizes and strides as literals.
 // A row is read once per pass: pass P folds Op::values<P> into the statistics of pass P, then
 // Op::after<P> turns them into per-row values (red[]); a last pass writes Op::out for every
 // element when the group has such outputs. A sum of exp(a - max a) is folded online in the
 // maximum's pass (statistic kind 3, rescaled whenever the maximum grows), so softmax reads a row
 // twice and logsumexp once.
-// reduce_kernel: BLOCK threads per row, ILP loads in flight, VEC floats per load (used when the
-// row is one stride-1 run, aligned, in every tensor); reduce_thread_kernel: ROWS neighbouring
+// reduce_kernel: BLOCK threads per row, ILP loads in flight, VEC floats per load (where V
+// elements are one aligned vector, or one broadcast value, in every tensor: Row::vector_head); reduce_thread_kernel: ROWS neighbouring
 // rows per block (coalesced across rows when the reduced dimensions are outer ones), SPLIT
 // threads sharing each row, the first CACHE elements of each thread kept in registers so that
 // short rows are read from memory once whatever the number of passes. MATH: see fused_math.cuh.
@@ -104,31 +105,6 @@ template <class Op> __device__ __forceinline__ void init_stats(float* acc) {
   for (int i = 0; i < Op::kStats; ++i) acc[i] = stat_identity<Op>(i);
 }
 
-// Offset of row o in slot s (its kept dimensions).
-template <class Op> __device__ __forceinline__ long long row_offset(const KernelArgs& a, int s, long long o) {
-  long long offset = 0;
-#pragma unroll
-  for (int d = Op::kKeptRank - 1; d >= 0; --d) {
-    const long long size = a.size[s][d];
-    offset += (o % size) * a.stride[s][d];
-    o /= size;
-  }
-  return offset;
-}
-
-// Offset of element r of a row in slot s (its reduced dimensions).
-template <class Op> __device__ __forceinline__ long long elem_offset(const KernelArgs& a, int s, long long r) {
-  if (Op::kRank - Op::kKeptRank == 1) return r * a.stride[s][Op::kKeptRank];
-  long long offset = 0;
-#pragma unroll
-  for (int d = Op::kRank - 1; d >= Op::kKeptRank; --d) {
-    const long long size = a.size[s][d];
-    offset += (r % size) * a.stride[s][d];
-    r /= size;
-  }
-  return offset;
-}
-
 // ---- Scans (cumsum, cumprod): inclusive along the row, in the final pass.
 
 template <class Op> constexpr int kScanSlots = Op::kScans > 0 ? Op::kScans : 1;
@@ -180,36 +156,44 @@ template <class Op> struct Row {
 
   __device__ __forceinline__ Row(const KernelArgs& a, long long o) {
 #pragma unroll
-    for (int s = 0; s < Op::kSlots; ++s) p[s] = a.ptr[s] + row_offset<Op>(a, s, o);
+    for (int s = 0; s < Op::kSlots; ++s) p[s] = a.ptr[s] + Op::row_offset(s, o);
   }
 
-  // Whether V consecutive elements can be moved as one vector in every slot: one reduced
-  // dimension of stride 1 (or 0: a per-row value), aligned rows, whole vectors.
-  template <int V> __device__ __forceinline__ bool vector_ok(const KernelArgs& a) const {
-    if (V == 1) return true;
-    if (Op::kRank - Op::kKeptRank != 1 || a.k % V != 0) return false;
-    bool ok = true;
+  // How elements [begin, ...) of this row move V at a time: -1 when they cannot, else the number
+  // of elements before the first vector (every vector then lies in one run of stride 1 or 0 of
+  // every slot, aligned). A row that is one run in every slot (Op::kOneRun) starts its vectors
+  // where the stride-1 slots align, which they must do together; a row of several runs needs
+  // begin a multiple of V (Op::kVec) and aligned rows.
+  template <int V> __device__ __forceinline__ long long vector_head(long long begin) const {
+    if (V == 1) return 0;
+    long long phase = -1;
+    bool ok = Op::kOneRun || (Op::kVec % V == 0 && begin % V == 0);
 #pragma unroll
     for (int s = 0; s < Op::kSlots; ++s) {
-      const long long st = a.stride[s][Op::kKeptRank];
-      ok &= st == 0 || (st == 1 && (unsigned long long)p[s] % (V * sizeof(float)) == 0);
+      if (Op::inner_stride(s) != 1) continue;
+      const long long ph = ((unsigned long long)p[s] / sizeof(float) + begin) % V;
+      ok &= (unsigned long long)p[s] % sizeof(float) == 0 && (phase < 0 || ph == phase);
+      phase = ph;
     }
-    return ok;
+    if (!ok || (!Op::kOneRun && phase > 0)) return -1;
+    return phase <= 0 ? 0 : V - phase;
   }
 
-  // x[j][s] = element e + j of input slot s (V > 1 only where vector_ok holds).
+  // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on).
   template <int V> __device__ __forceinline__ void load(const KernelArgs& a, long long e, float (&x)[V][Op::kIn]) const {
+    (void)a;
 #pragma unroll
     for (int s = 0; s < Op::kIn; ++s) {
+      const float* q = p[s] + Op::elem_offset(s, e);
       if (V == 1) {
-        x[0][s] = p[s][elem_offset<Op>(a, s, e)];
-      } else if (a.stride[s][Op::kKeptRank] == 0) {
-        const float v = p[s][0];
+        x[0][s] = *q;
+      } else if (Op::inner_stride(s) == 0) {
+        const float v = *q;
 #pragma unroll
         for (int j = 0; j < V; ++j) x[j][s] = v;
       } else {
         float v[V];
-        load_vec<V>(p[s] + e, v);
+        load_vec<V>(q, v);
 #pragma unroll
         for (int j = 0; j < V; ++j) x[j][s] = v[j];
       }
@@ -241,9 +225,9 @@ template <class Op> struct Row {
     }
 #pragma unroll
     for (int o = 0; o < Op::kFullOut; ++o) {
-      float* q = p[Op::full_out_slot(o)];
-      if (V == 1) q[elem_offset<Op>(a, Op::full_out_slot(o), e)] = y[o][0];
-      else store_vec<V>(q + e, y[o]);
+      float* q = p[Op::full_out_slot(o)] + Op::elem_offset(Op::full_out_slot(o), e);
+      if (V == 1) *q = y[o][0];
+      else store_vec<V>(q, y[o]);
     }
   }
 };
@@ -278,10 +262,10 @@ __device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
   }
 }
 
-// This thread's share of pass P over elements [begin, end) of a row, V per load (begin a
-// multiple of V).
+// This thread's share of pass P over elements [begin, end) of a row, V per load (where the
+// vectors lie: see Row::vector_head).
 template <class Op, int P, int MATH, int BLOCK, int ILP, int V>
-__device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& row, long long begin, long long end,
+__device__ __forceinline__ void fold_range(const KernelArgs& a, const Row<Op>& row, long long begin, long long end,
                                            float* acc) {
   for (long long e0 = begin + (long long)threadIdx.x * V; e0 < end; e0 += (long long)BLOCK * V * ILP) {
     float x[ILP][V][Op::kIn];
@@ -298,6 +282,22 @@ __device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& r
       }
     }
   }
+}
+
+// Pass P over elements [begin, end): whole vectors where the row allows, single elements before
+// and after them (fewer than V each), every element alone where it does not.
+template <class Op, int P, int MATH, int BLOCK, int ILP, int V>
+__device__ __forceinline__ void block_fold(const KernelArgs& a, const Row<Op>& row, long long begin, long long end,
+                                           float* acc) {
+  const long long head = row.template vector_head<V>(begin);
+  if (V == 1 || head < 0 || head >= end - begin) {
+    fold_range<Op, P, MATH, BLOCK, ILP, 1>(a, row, begin, end, acc);
+    return;
+  }
+  const long long body = begin + head, body_end = body + (end - body) / V * V;
+  fold_range<Op, P, MATH, BLOCK, ILP, V>(a, row, body, body_end, acc);
+  fold_range<Op, P, MATH, BLOCK, 1, 1>(a, row, begin, body, acc);
+  fold_range<Op, P, MATH, BLOCK, 1, 1>(a, row, body_end, end, acc);
 }
 
 // The final pass over a row: every Full output, the scans carried from chunk to chunk in
@@ -343,15 +343,14 @@ __device__ __forceinline__ void block_store(const KernelArgs& a, Row<Op>& row, f
 }
 
 template <class Op, int P, int MATH, int BLOCK, int ILP, int VEC>
-__device__ __forceinline__ void block_passes(const KernelArgs& a, Row<Op>& row, bool vec, float (*partial)[32]) {
+__device__ __forceinline__ void block_passes(const KernelArgs& a, Row<Op>& row, float (*partial)[32]) {
   if constexpr (P < Op::kPasses) {
     float acc[Op::kStats > 0 ? Op::kStats : 1];
     init_stats<Op>(acc);
-    if (vec) block_fold<Op, P, MATH, BLOCK, ILP, VEC>(a, row, 0, a.k, acc);
-    else block_fold<Op, P, MATH, BLOCK, ILP, 1>(a, row, 0, a.k, acc);
+    block_fold<Op, P, MATH, BLOCK, ILP, VEC>(a, row, 0, a.k, acc);
     block_merge<Op, P, MATH, BLOCK>(acc, partial);
     Op::template after<P, MATH>(a, row.p, acc, row.red);
-    block_passes<Op, P + 1, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
+    block_passes<Op, P + 1, MATH, BLOCK, ILP, VEC>(a, row, partial);
   }
 }
 
@@ -362,8 +361,9 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
   __shared__ float warp_totals[kScanSlots<Op>][32];
   for (long long o = blockIdx.x; o < a.numel; o += gridDim.x) {
     Row<Op> row(a, o);
-    const bool vec = row.template vector_ok<VEC>(a);
-    block_passes<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, vec, partial);
+    // The output pass moves whole vectors only (its scans run in element order).
+    const bool vec = row.template vector_head<VEC>(0) == 0 && a.k % VEC == 0;
+    block_passes<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, partial);
     if (threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
     if (Op::kFullOut > 0) {
       if (vec) block_store<Op, MATH, BLOCK, ILP, VEC>(a, row, warp_totals);
@@ -395,8 +395,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_split_kernel(const KernelArgs a)
     const long long begin = c * chunk, end = begin + chunk < a.k ? begin + chunk : a.k;
     float acc[Op::kStats];
     init_stats<Op>(acc);
-    if (row.template vector_ok<VEC>(a)) block_fold<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, begin, end, acc);
-    else block_fold<Op, 0, MATH, BLOCK, ILP, 1>(a, row, begin, end, acc);
+    block_fold<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, begin, end, acc);
     block_merge<Op, 0, MATH, BLOCK>(acc, partial);
     float* mine = stats + (o * kMaxChunks + c) * Op::kStats;
     if (threadIdx.x == 0) {

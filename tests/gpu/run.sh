@@ -12,13 +12,16 @@
 # header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
 # FUSETUNE_GPU_FAMILY_MODELS (space-separated subset of tests/gpu/models, without .py),
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
-# "planted families models"), FUSETUNE_GPU_WORK (scratch).
+# "planted families models"), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
+# one fusetune run may take before it is stopped and counted as failed, its log kept; default
+# no limit).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODELS_DIR=${FUSETUNE_MODELS_DIR:-$ROOT/../shared/models}
 WORK=${FUSETUNE_GPU_WORK:-/tmp/fusetune_gpu}
 BUILD=$ROOT/build-gpu
 RESULTS=${OUT:-$WORK}  # where the summary and the archive go
+MODEL_TIMEOUT=${FUSETUNE_GPU_MODEL_TIMEOUT:-0}  # seconds per fusetune run (0: no limit)
 mkdir -p "$WORK" "$RESULTS"
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DFUSETUNE_TESTS=OFF ${FUSETUNE_DEPS_DIR:+-DFUSETUNE_DEPS_DIR=$FUSETUNE_DEPS_DIR} >"$WORK/cmake.log" 2>&1 \
@@ -64,7 +67,7 @@ run_model() {  # name model_file [extra fusetune options]
   rm -rf "$out"; mkdir -p "$out"
   cp "$model" "$out/model.py"
   echo "=== $name"
-  if "$FT" --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1 \
+  if timeout "$MODEL_TIMEOUT" "$FT" --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1 \
       && check_run "$name" "$out"; then
     :
   else

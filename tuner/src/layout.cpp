@@ -7,20 +7,27 @@
 
 namespace fusetune {
 
-std::string offset_expr(const Layout& l, const std::string& idx) {
+Layout merged_dims(const Layout& l) {
   // Merge dimension pairs (outer, inner) where outer's stride is inner's times inner's size
   // (contiguous runs and runs of broadcast dimensions alike); drop size-1 dimensions.
-  std::vector<int64_t> sizes, strides;
+  Layout m{l.base, {}, {}, l.offset};
   for (size_t d = 0; d < l.sizes.size(); ++d) {
     if (l.sizes[d] == 1) continue;
-    if (!sizes.empty() && strides.back() == l.strides[d] * l.sizes[d]) {
-      sizes.back() *= l.sizes[d];
-      strides.back() = l.strides[d];
+    if (!m.sizes.empty() && m.strides.back() == l.strides[d] * l.sizes[d]) {
+      m.sizes.back() *= l.sizes[d];
+      m.strides.back() = l.strides[d];
     } else {
-      sizes.push_back(l.sizes[d]);
-      strides.push_back(l.strides[d]);
+      m.sizes.push_back(l.sizes[d]);
+      m.strides.push_back(l.strides[d]);
     }
   }
+  return m;
+}
+
+std::string offset_expr(const Layout& l, const std::string& idx) {
+  const Layout m = merged_dims(l);
+  const std::vector<int64_t>& sizes = m.sizes;
+  const std::vector<int64_t>& strides = m.strides;
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
   const bool narrow = numel <= 0xffffffffLL;

@@ -36,6 +36,10 @@ std::optional<Layout> broadcast_to(const Layout& in, const std::vector<int64_t>&
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 
+// The same view with size-1 dimensions dropped and neighbours merged where the outer one's
+// stride is the inner one's times its size (contiguous runs and broadcast runs alike).
+Layout merged_dims(const Layout& l);
+
 // C++ expression of the element offset, in l's memory, of linear index `idx` (a long long) of
 // l's sizes, with the sizes and strides as literals: dimensions that merge are merged, broadcast
 // ones cost nothing, and the divisions are by constants (multiplications once compiled), in 32

@@ -254,13 +254,47 @@ class RowCodegen {
       const std::string slot = std::to_string(gr_.out_slot + o);
       // An arg statistic's index: its slot's strides count int64 elements.
       body += gr_.outputs[o].dtype == "int64"
-                  ? "    reinterpret_cast<long long*>(a.ptr[" + slot + "])[fusetune::row_offset<" + gr_.id + "_op>(a, " + slot +
-                        ", o)] = (long long)" + gr_.outputs[o].var + ";\n"
+                  ? "    reinterpret_cast<long long*>(a.ptr[" + slot + "])[row_offset(" + slot + ", o)] = (long long)" + gr_.outputs[o].var + ";\n"
                   : "    p[" + slot + "][0] = " + gr_.outputs[o].var + ";\n";
     }
     return "  __device__ __forceinline__ static void store_reduced(const fusetune::KernelArgs& a, long long o, float* const* p,\n"
            "                                                      const float* red) {\n"
            "    (void)a; (void)o; (void)p; (void)red;\n" + body + "  }\n";
+  }
+
+  // Each slot's offsets of row o (its kept dimensions) and of element r of a row (its reduced
+  // ones), sizes and strides as literals; and how rows move in vectors (see reduce.cuh's Row):
+  // kOneRun when every slot walks a row as one run of stride 1 or 0 (any start, any length),
+  // kVec the widest V for which V elements from a multiple of V are one vector in every slot
+  // otherwise (a row of runs, e.g. GroupNorm's channels with a per-channel weight).
+  std::string offsets_fn(int kept) {
+    std::string rows, elems;
+    std::vector<int> inner;
+    bool one_run = true;
+    int vec = 8;
+    for (size_t s = 0; s < gr_.slots.size(); ++s) {
+      const Layout& l = gr_.slots[s].layout;
+      const Layout row_part{l.base, {l.sizes.begin(), l.sizes.begin() + kept}, {l.strides.begin(), l.strides.begin() + kept}, 0};
+      const Layout elem_part{l.base, {l.sizes.begin() + kept, l.sizes.end()}, {l.strides.begin() + kept, l.strides.end()}, 0};
+      const std::string slot = std::to_string(s);
+      rows += "    if (s == " + slot + ") return " + offset_expr(row_part, "o") + ";\n";
+      elems += "    if (s == " + slot + ") return " + offset_expr(elem_part, "r") + ";\n";
+      const Layout m = merged_dims(elem_part);
+      const int64_t st = m.sizes.empty() ? 0 : m.strides.back();
+      inner.push_back(st == 0 || st == 1 ? (int)st : 2);
+      one_run &= m.sizes.size() <= 1 && st <= 1;
+      for (; vec > 1; vec /= 2) {
+        bool ok = !m.sizes.empty() && st <= 1 && m.sizes.back() % vec == 0;
+        for (size_t d = 0; d + 1 < m.sizes.size() && ok && st == 1; ++d) ok = m.strides[d] % vec == 0;
+        if (ok) break;
+      }
+    }
+    return "  static constexpr bool kOneRun = " + std::string(one_run ? "true" : "false") + ";\n" +
+           "  static constexpr int kVec = " + std::to_string(vec) + ";\n" + table_fn("inner_stride", inner) +
+           "  __device__ __forceinline__ static long long row_offset(int s, long long o) {\n    (void)o;\n" + rows +
+           "    return 0;\n  }\n"
+           "  __device__ __forceinline__ static long long elem_offset(int s, long long r) {\n    (void)r;\n" + elems +
+           "    return 0;\n  }\n";
   }
 
   std::string op_struct(int kept, int rank) {
@@ -279,7 +313,7 @@ class RowCodegen {
            c("kPasses", row_.passes) + c("kReduced", std::max(1, row_.n_reduced)) +
            c("kFullOut", (int64_t)full_outs_.size()) + c("kScans", (int64_t)row_.scans.size()) +
            table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) + table_fn("scan_kind", scans) +
-           table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) + values + after + out + store +
+           table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) + offsets_fn(kept) + values + after + out + store +
            "};\n}  // namespace fusetune_gen\n";
   }
 

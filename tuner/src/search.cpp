@@ -341,7 +341,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     out["precision"] = winner.precision(g, Config::from_json(winner.name(), best["params"]));
   }
   out["search"] = {{"space_size", space_size}, {"candidates", configs.size()}, {"wall_s", seconds_since(start)},
-                   {"compile_s", compile_s}, {"measure_s", measure_s}};
+                   {"compile_s", compile_s}, {"measure_s", measure_s}, {"families_not_searched", refused}};
   out["best"] = best;
   out["candidates"] = candidates;
   progress.finish_group();

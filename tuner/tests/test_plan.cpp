@@ -281,7 +281,7 @@ TEST(Plan, ArgmaxIsTheMaximumAndItsIndex) {
   EXPECT_NE(g.op_struct.find("stat_kind(int i) { return i == 0 ? 1 : i == 1 ? 5 : -1; }"), std::string::npos) << g.op_struct;
   EXPECT_NE(g.op_struct.find("stat_partner(int i) { return i == 0 ? -1 : i == 1 ? 0 : -1; }"), std::string::npos) << g.op_struct;
   EXPECT_NE(g.op_struct.find("v[0] = x[0];"), std::string::npos) << g.op_struct;
-  EXPECT_NE(g.op_struct.find("reinterpret_cast<long long*>(a.ptr[1])[fusetune::row_offset<g0_op>(a, 1, o)] = (long long)red[0];"),
+  EXPECT_NE(g.op_struct.find("reinterpret_cast<long long*>(a.ptr[1])[row_offset(1, o)] = (long long)red[0];"),
             std::string::npos) << g.op_struct;
 }
 
@@ -461,6 +461,54 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   EXPECT_EQ(p.groups[1].m, 1);
   EXPECT_EQ(p.groups[1].k, 24);
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
+}
+
+// A loss over a whole large tensor (one row of 2^20 elements or more) is left to the split
+// kernel: a block per row would stream it on one SM. Several passes keep the block per row.
+TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
+  const int64_t n = int64_t(1) << 20;
+  Graph g = G().value("x", {2, n / 2}, "input")
+                .node("a", "aten.mean.default", std::vector<json>{G::ref("x")}, {})
+                .build({"a"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  std::vector<std::string> refused;
+  const std::vector<const Family*> fams = families_for(p.groups[0], &refused);
+  ASSERT_EQ(fams.size(), 1u);
+  EXPECT_EQ(fams[0]->name(), "reduce_split");
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0], "reduce: 1 row(s) of 1048576 elements: a block per row would leave most of the GPU idle; "
+                        "reduce_split takes this group");
+
+  Graph two_pass = G().value("x", {n}, "input")
+                       .node("m", "aten.mean.default", std::vector<json>{G::ref("x")}, {})
+                       .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("m")}, {n})
+                       .build({"d"});
+  const Plan q = plan_graph(two_pass);
+  ASSERT_EQ(q.groups.size(), 1u);
+  EXPECT_EQ(families_for(q.groups[0], nullptr).size(), 2u);  // reduce and reduce_thread
+}
+
+// A row made of runs (a GroupNorm row: channels of h * w elements, a weight per channel) moves
+// in vectors inside each run: the offsets have the sizes as literals, the weight is one value
+// per run, and V = 8 divides every run.
+TEST(Plan, RowsOfRunsMoveInVectors) {
+  Graph g = G().value("x", {2, 3, 8}, "input")
+                .value("w", {3, 1}, "parameter")
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("x"), json::array({1, 2}), true}, {2, 1, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("m")}, {2, 3, 8})
+                .node("y", "aten.mul.Tensor", {G::ref("d"), G::ref("w")}, {2, 3, 8})
+                .build({"y"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& op = p.groups[0].op_struct;
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:strided", "w:strided", "y:output"}));
+  EXPECT_NE(op.find("kOneRun = false;"), std::string::npos) << op;
+  EXPECT_NE(op.find("kVec = 8;"), std::string::npos) << op;
+  EXPECT_NE(op.find("inner_stride(int i) { return i == 0 ? 1 : i == 1 ? 0 : i == 2 ? 1 : -1; }"), std::string::npos) << op;
+  EXPECT_NE(op.find("if (s == 0) return ((long long)(unsigned)o * 24);"), std::string::npos) << op;
+  EXPECT_NE(op.find("if (s == 1) return ((long long)((unsigned)r / 8u));"), std::string::npos) << op;
+  EXPECT_NE(op.find("if (s == 0) return ((long long)(unsigned)r);"), std::string::npos) << op;
 }
 
 // prod over one dimension (prod.dim_int takes a single int) is a statistic of its own kind.

@@ -26,9 +26,32 @@ class ReduceKernel : public Family {
   }
 };
 
+constexpr int64_t kSplitMaxRows = 8192;
+
+// Why reduce_split_kernel cannot run group g (empty when it can).
+std::string split_refusal(const Group& g) {
+  if (g.passes != 1 || g.full_outputs != 0) return "needs one pass over each row and no per-element outputs";
+  if (g.slots.size() + 2 > (size_t)kMaxSlots) return "no free kernel-argument slot for the workspace";
+  if (g.m > kSplitMaxRows) return std::to_string(g.m) + " rows fill the GPU without splitting them";
+  return "";
+}
+
+// The kernels that give each row (or each ROWS rows) one block are not timed on a few long rows
+// that the split kernel can take: under 32 blocks of a GPU with over a hundred SMs, each
+// streaming 4 MB or more, run for seconds per call (a loss over a whole tensor: one block reading
+// gigabytes), and a search would spend minutes timing them.
+bool few_long_rows(const Group& g, std::string& why) {
+  constexpr int64_t kFewRows = 32, kLongRow = int64_t(1) << 20;
+  if (g.m < kFewRows && g.k >= kLongRow && split_refusal(g).empty())
+    why = std::to_string(g.m) + " row(s) of " + std::to_string(g.k) +
+          " elements: a block per row would leave most of the GPU idle; reduce_split takes this group";
+  return !why.empty();
+}
+
 class Reduce : public ReduceKernel {
  public:
   std::string name() const override { return "reduce"; }
+  bool supports(const Group& g, std::string& why) const override { return !few_long_rows(g, why); }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::reduce_kernel<" + p("BLOCK") + ", " + p("ILP") + ", " + p("VEC") + ", " + p("MATH") + ", " +
            g.op_type() + ">";
@@ -47,9 +70,7 @@ class ReduceSplit : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_split"; }
   bool supports(const Group& g, std::string& why) const override {
-    if (g.passes != 1 || g.full_outputs != 0) why = "needs one pass over each row and no per-element outputs";
-    else if (g.slots.size() + 2 > (size_t)kMaxSlots) why = "no free kernel-argument slot for the workspace";
-    else if (g.m > kSplitMaxRows) why = std::to_string(g.m) + " rows fill the GPU without splitting them";
+    why = split_refusal(g);
     return why.empty();
   }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
@@ -63,14 +84,12 @@ class ReduceSplit : public ReduceKernel {
     return "fusetune::reduce_split_launch(" + p("BLOCK") + ", " + p("CHUNKS") + ", args.numel)";
   }
   int64_t workspace_bytes(const Group& g) const override { return reduce_split_workspace_bytes(g.m, g.stats); }
-
- private:
-  static constexpr int64_t kSplitMaxRows = 8192;
 };
 
 class ReduceThread : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_thread"; }
+  bool supports(const Group& g, std::string& why) const override { return !few_long_rows(g, why); }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("MATH") + ", " +
            g.op_type() + ">";
