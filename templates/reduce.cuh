@@ -14,7 +14,9 @@
 // elements are one aligned vector, or one broadcast value, in every tensor: Row::vector_head); reduce_thread_kernel: ROWS neighbouring
 // rows per block (coalesced across rows when the reduced dimensions are outer ones), SPLIT
 // threads sharing each row, the first CACHE elements of each thread kept in registers so that
-// short rows are read from memory once whatever the number of passes. MATH: see fused_math.cuh.
+// short rows are read from memory once whatever the number of passes; reduce_split_kernel:
+// CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel: a thread-block cluster per
+// row, the row kept in its registers between passes. MATH: see fused_math.cuh.
 #pragma once
 #include "elementwise.cuh"
 #include "fused_math.cuh"
@@ -180,24 +182,26 @@ template <class Op> struct Row {
   }
 
   // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on).
+  template <int V> __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[V][Op::kIn]) const {
+    const float* q = p[s] + Op::elem_offset(s, e);
+    if (V == 1) {
+      x[0][s] = *q;
+    } else if (Op::inner_stride(s) == 0) {
+      const float v = *q;
+#pragma unroll
+      for (int j = 0; j < V; ++j) x[j][s] = v;
+    } else {
+      float v[V];
+      load_vec<V>(q, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j) x[j][s] = v[j];
+    }
+  }
+
   template <int V> __device__ __forceinline__ void load(const KernelArgs& a, long long e, float (&x)[V][Op::kIn]) const {
     (void)a;
 #pragma unroll
-    for (int s = 0; s < Op::kIn; ++s) {
-      const float* q = p[s] + Op::elem_offset(s, e);
-      if (V == 1) {
-        x[0][s] = *q;
-      } else if (Op::inner_stride(s) == 0) {
-        const float v = *q;
-#pragma unroll
-        for (int j = 0; j < V; ++j) x[j][s] = v;
-      } else {
-        float v[V];
-        load_vec<V>(q, v);
-#pragma unroll
-        for (int j = 0; j < V; ++j) x[j][s] = v[j];
-      }
-    }
+    for (int s = 0; s < Op::kIn; ++s) load_slot<V>(s, e, x);
   }
 
   // x[u] = the V elements at e0 + u * BLOCK * V, for those before `end` (ILP loads in flight).
@@ -520,6 +524,135 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
       row.template store<1, MATH>(a, e, x, sc);
     }
   }
+}
+
+// ---- reduce_cluster_kernel (sm_90): the CLUSTER blocks of a thread-block cluster share a row,
+// each keeping its part in registers (CACHE vectors of VEC per thread) so that the row is read
+// from memory once whatever the number of passes (a softmax or a norm over rows too long for one
+// SM); after every pass the blocks exchange their statistics through distributed shared memory.
+// Elements beyond CLUSTER x BLOCK x CACHE x VEC are read again in each pass. No scans.
+
+// Merges the block statistics acc of the CLUSTER blocks, in rank order in every block so that
+// all of them get the same values. `mine` (this block's slot, alternating between calls) is read
+// by the other blocks until the next call's barrier; `merged` hands thread 0's result to the block.
+template <class Op, int P, int MATH, int CLUSTER>
+__device__ __forceinline__ void cluster_merge(float* acc, float* mine, float* merged) {
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) mine[i] = acc[i];
+  __cluster_barrier_arrive();
+  __cluster_barrier_wait();
+  if (threadIdx.x == 0) {
+    float total[Op::kStats], other[CLUSTER][Op::kStats];
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) {
+      const float* theirs = static_cast<const float*>(__cluster_map_shared_rank(mine, r));
+#pragma unroll
+      for (int i = 0; i < Op::kStats; ++i) other[r][i] = theirs[i];
+    }
+    init_stats<Op>(total);
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) merge<Op, P, MATH>(total, other[r]);
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) merged[i] = total[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < Op::kStats; ++i) acc[i] = merged[i];
+}
+
+template <class Op, int CLUSTER, int BLOCK, int CACHE, int V> struct ClusterPart {
+  long long begin, end;  // this block's elements of the row: a multiple of V apart
+  float cache[CACHE][V][Op::kIn];
+
+  __device__ __forceinline__ long long cached(int j) const { return begin + ((long long)j * BLOCK + threadIdx.x) * V; }
+  __device__ __forceinline__ long long first_uncached() const { return cached(CACHE); }
+};
+
+template <class Op, int P, int MATH, int CLUSTER, int BLOCK, int CACHE, int V>
+__device__ __forceinline__ void cluster_passes(const KernelArgs& a, Row<Op>& row, ClusterPart<Op, CLUSTER, BLOCK, CACHE, V>& part,
+                                               float (*partial)[32], float (*exchange)[Op::kStats], float* merged, int& phase) {
+  if constexpr (P < Op::kPasses) {
+    float acc[Op::kStats];
+    init_stats<Op>(acc);
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j) {
+      const long long e = part.cached(j);
+      if (e >= part.end) continue;
+#pragma unroll
+      for (int s = 0; s < Op::kIn; ++s)  // values that change along the row are kept, the others read again
+        if (P == 0 || Op::inner_stride(s) == 0) row.template load_slot<V>(s, e, part.cache[j]);
+#pragma unroll
+      for (int jj = 0; jj < V; ++jj) {
+        float v[Op::kStats];
+        Op::template values<P, MATH>(part.cache[j][jj], row.red, v);
+        fold<Op, P, MATH>(acc, v, e + jj);
+      }
+    }
+    for (long long e = part.first_uncached(); e < part.end; e += (long long)BLOCK * V) {
+      float x[V][Op::kIn];
+      row.template load<V>(a, e, x);
+#pragma unroll
+      for (int jj = 0; jj < V; ++jj) {
+        float v[Op::kStats];
+        Op::template values<P, MATH>(x[jj], row.red, v);
+        fold<Op, P, MATH>(acc, v, e + jj);
+      }
+    }
+    block_merge<Op, P, MATH, BLOCK>(acc, partial);
+    cluster_merge<Op, P, MATH, CLUSTER>(acc, exchange[phase & 1], merged);
+    ++phase;
+    Op::template after<P, MATH>(a, row.p, acc, row.red);
+    cluster_passes<Op, P + 1, MATH, CLUSTER, BLOCK, CACHE, V>(a, row, part, partial, exchange, merged, phase);
+  }
+}
+
+template <class Op, int MATH, int CLUSTER, int BLOCK, int CACHE, int V>
+__device__ __forceinline__ void cluster_row(const KernelArgs& a, Row<Op>& row, int rank, float (*partial)[32],
+                                            float (*exchange)[Op::kStats], float* merged, int& phase) {
+  ClusterPart<Op, CLUSTER, BLOCK, CACHE, V> part;
+  const long long per = (a.k + CLUSTER - 1) / CLUSTER, chunk = (per + V - 1) / V * V;
+  part.begin = rank * chunk < a.k ? rank * chunk : a.k;
+  part.end = part.begin + chunk < a.k ? part.begin + chunk : a.k;
+  cluster_passes<Op, 0, MATH, CLUSTER, BLOCK, CACHE, V>(a, row, part, partial, exchange, merged, phase);
+  if (Op::kFullOut == 0) return;
+  float sc[V][1] = {};
+#pragma unroll
+  for (int j = 0; j < CACHE; ++j) {
+    const long long e = part.cached(j);
+    if (e >= part.end) continue;
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s)
+      if (Op::inner_stride(s) == 0) row.template load_slot<V>(s, e, part.cache[j]);
+    row.template store<V, MATH>(a, e, part.cache[j], sc);
+  }
+  for (long long e = part.first_uncached(); e < part.end; e += (long long)BLOCK * V) {
+    float x[V][Op::kIn];
+    row.template load<V>(a, e, x);
+    row.template store<V, MATH>(a, e, x, sc);
+  }
+}
+
+template <int CLUSTER, int BLOCK, int CACHE, int VEC, int MATH, class Op>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_cluster_kernel(const KernelArgs a) {
+  static_assert(Op::kScans == 0, "no scans");
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
+  __shared__ float partial[Op::kStats][32];
+  __shared__ float exchange[2][Op::kStats];
+  __shared__ float merged[Op::kStats];
+  const int rank = (int)__clusterRelativeBlockRank();
+  int phase = 0;  // alternates the exchange slot from one cluster_merge to the next
+  for (long long o = blockIdx.x / CLUSTER; o < a.numel; o += gridDim.x / CLUSTER) {
+    Row<Op> row(a, o);
+    if (row.template vector_head<VEC>(0) == 0 && a.k % VEC == 0)
+      cluster_row<Op, MATH, CLUSTER, BLOCK, CACHE, VEC>(a, row, rank, partial, exchange, merged, phase);
+    else  // rows that do not start aligned: correct, not fast (one element per thread kept)
+      cluster_row<Op, MATH, CLUSTER, BLOCK, 1, 1>(a, row, rank, partial, exchange, merged, phase);
+    if (rank == 0 && threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
+  }
+  // The other blocks may still read this block's exchange slot.
+  __cluster_barrier_arrive();
+  __cluster_barrier_wait();
 }
 
 }  // namespace fusetune

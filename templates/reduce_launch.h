@@ -26,4 +26,11 @@ inline LaunchDims reduce_thread_launch(int rows, int split, long long outputs) {
   return d;
 }
 
+// reduce_cluster_kernel: `cluster` blocks per row (a multiple of the cluster size), grid-stride
+// over the rows beyond 2^31 - 1 blocks.
+inline LaunchDims reduce_cluster_launch(int cluster, int block, long long rows) {
+  const long long cap = 2147483647LL / cluster, r = rows < 1 ? 1 : rows < cap ? rows : cap;
+  return LaunchDims{{(unsigned)(r * cluster), 1u, 1u}, {(unsigned)block, 1u, 1u}, 0u};
+}
+
 }  // namespace fusetune

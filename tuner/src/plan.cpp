@@ -456,7 +456,8 @@ json Group::to_json() const {
   if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}, {"bias_slot", bias_slot}};
   if (family == "conv") j["conv"] = conv.to_json();
   if (family == "reduce")
-    j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs}};
+    j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs},
+                    {"scans", scans}};
   j["slots"] = json::array();
   for (const Slot& s : slots)
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
@@ -487,6 +488,7 @@ Group Group::from_json(const json& j) {
     g.stats = r.value("stats", 0);
     g.passes = r.value("passes", 0);
     g.full_outputs = r.value("full_outputs", 0);
+    g.scans = r.value("scans", 0);
   }
   for (const json& s : j.at("slots")) {
     const std::string access = s.at("access").get<std::string>();

@@ -107,6 +107,7 @@ class RowCodegen {
     gr_.stats = (int)row_.stats.size();
     gr_.passes = row_.passes;
     gr_.full_outputs = (int)full_outs_.size();
+    gr_.scans = (int)row_.scans.size();
     gr_.op_struct = op_struct(kept, (int)gr_.slots.front().layout.sizes.size());
     return gr_;
   }

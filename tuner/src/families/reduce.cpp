@@ -1,9 +1,10 @@
 // The reduce family: row groups (a reduction over any dimensions with the chain before it fused
 // into its loads and the chains after it fused, per row and per element; templates/reduce.cuh).
-// Three kernels compete: a block per row (long contiguous rows), several blocks per row (few
-// rows: a loss over a whole tensor) and a block of neighbouring rows with a few threads each,
-// which can keep short rows in registers between passes (rows along outer or middle dimensions,
-// where neighbouring rows are neighbours in memory).
+// Four kernels compete: a block per row (long contiguous rows), several blocks per row (few
+// rows: a loss over a whole tensor), a block of neighbouring rows with a few threads each, which
+// can keep short rows in registers between passes (rows along outer or middle dimensions, where
+// neighbouring rows are neighbours in memory), and a thread-block cluster per row, which keeps
+// long rows in registers between passes.
 #include "families.h"
 #include "reduce_launch.h"
 
@@ -86,6 +87,28 @@ class ReduceSplit : public ReduceKernel {
   int64_t workspace_bytes(const Group& g) const override { return reduce_split_workspace_bytes(g.m, g.stats); }
 };
 
+// A thread-block cluster per row (reduce_cluster_kernel, sm_90): for rows read more than once
+// (several passes, or per-element outputs after the statistics) that no single SM can hold.
+class ReduceCluster : public ReduceKernel {
+ public:
+  std::string name() const override { return "reduce_cluster"; }
+  bool supports(const Group& g, std::string& why) const override {
+    if (g.scans > 0) why = "scans run in element order along the row";
+    else if (g.passes == 1 && g.full_outputs == 0) why = "reads each row once already";
+    return why.empty();
+  }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_cluster_kernel<" + p("CLUSTER") + ", " + p("BLOCK") + ", " + p("CACHE") + ", " + p("VEC") +
+           ", " + p("MATH") + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return reduce_cluster_launch((int)c.at("CLUSTER"), (int)c.at("BLOCK"), g.numel());
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_cluster_launch(" + p("CLUSTER") + ", " + p("BLOCK") + ", args.numel)";
+  }
+};
+
 class ReduceThread : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_thread"; }
@@ -111,6 +134,11 @@ const Family& reduce_family() {
 
 const Family& reduce_split_family() {
   static const ReduceSplit f;
+  return f;
+}
+
+const Family& reduce_cluster_family() {
+  static const ReduceCluster f;
   return f;
 }
 
