@@ -1,22 +1,22 @@
 // Row kernels: reductions (sum, mean, max, min, prod, argmax, argmin) over any dimensions with
 // the elementwise chain before them fused into their loads and the chain after them fused, both
 // at the reduced shape and again over every element of the row (softmax's division, a norm's
-// scaling). Every tensor
-// is a view over the domain with the kept dimensions first (Op::kKeptRank of them, one row per
-// output, a.numel rows) and the reduced ones last (a.k elements per row); Op::row_offset and
-// Op::elem_offset give the offsets in each tensor with its sizes and strides as literals.
+// scaling). Every tensor is a view over the domain with the kept dimensions first (one row per
+// output, a.numel rows) and the reduced ones last (a.k elements per row); Op::row_offset and Op::elem_offset give the offsets in each tensor with its
+// sizes and strides as literals.
 // A row is read once per pass: pass P folds Op::values<P> into the statistics of pass P, then
 // Op::after<P> turns them into per-row values (red[]); a last pass writes Op::out for every
 // element when the group has such outputs. A sum of exp(a - max a) is folded online in the
 // maximum's pass (statistic kind 3, rescaled whenever the maximum grows), so softmax reads a row
 // twice and logsumexp once.
 // reduce_kernel: BLOCK threads per row, ILP loads in flight, VEC floats per load (where V
-// elements are one aligned vector, or one broadcast value, in every tensor: Row::vector_head); reduce_thread_kernel: ROWS neighbouring
-// rows per block (coalesced across rows when the reduced dimensions are outer ones), SPLIT
-// threads sharing each row, the first CACHE elements of each thread kept in registers so that
-// short rows are read from memory once whatever the number of passes; reduce_split_kernel:
-// CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel: a thread-block cluster per
-// row, the row kept in its registers between passes. MATH: see fused_math.cuh.
+// elements are one aligned vector, or one broadcast value, in every tensor: Row::vector_head);
+// reduce_thread_kernel: ROWS neighbouring rows per block (coalesced across rows when the reduced
+// dimensions are outer ones), SPLIT threads sharing each row, the first CACHE elements of each
+// thread kept in registers so that short rows are read from memory once whatever the number of
+// passes; reduce_split_kernel: CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel:
+// a thread-block cluster per row, the row kept in its registers between passes. MATH: see
+// fused_math.cuh.
 #pragma once
 #include "elementwise.cuh"
 #include "fused_math.cuh"

@@ -108,7 +108,7 @@ class RowCodegen {
     gr_.passes = row_.passes;
     gr_.full_outputs = (int)full_outs_.size();
     gr_.scans = (int)row_.scans.size();
-    gr_.op_struct = op_struct(kept, (int)gr_.slots.front().layout.sizes.size());
+    gr_.op_struct = op_struct(kept);
     return gr_;
   }
 
@@ -298,7 +298,7 @@ class RowCodegen {
            "    return 0;\n  }\n";
   }
 
-  std::string op_struct(int kept, int rank) {
+  std::string op_struct(int kept) {
     std::vector<int> kinds, passes, partners, full_slots, scans;
     for (ScanKind k : row_.scans) scans.push_back((int)k);
     for (const RowStat& s : row_.stats) {
@@ -309,7 +309,7 @@ class RowCodegen {
     for (int o : full_outs_) full_slots.push_back(gr_.out_slot + o);
     const std::string values = values_fn(), after = after_fn(), out = scan_values_fn() + out_fn(), store = store_reduced_fn();
     auto c = [](const char* name, int64_t v) { return "  static constexpr int " + std::string(name) + " = " + std::to_string(v) + ";\n"; };
-    return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" + c("kKeptRank", kept) + c("kRank", rank) +
+    return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" +
            c("kIn", gr_.out_slot) + c("kSlots", (int64_t)gr_.slots.size()) + c("kStats", std::max<int64_t>(1, row_.stats.size())) +
            c("kPasses", row_.passes) + c("kReduced", std::max(1, row_.n_reduced)) +
            c("kFullOut", (int64_t)full_outs_.size()) + c("kScans", (int64_t)row_.scans.size()) +

@@ -2,9 +2,11 @@
 // kernel pairs and model_new.py, then `fusetune build` compiling them against torch's headers.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <set>
 
 #include "emit.h"
 #include "error.h"
+#include "families.h"
 #include "pipeline.h"
 #include "results.h"
 #include "search.h"
@@ -198,10 +200,18 @@ TEST(Emit, StateUpdatesAndInt64Build) {
   ASSERT_EQ(plan.groups.size(), 6u);
   ASSERT_EQ(plan.mutations.size(), 6u);
   std::map<std::string, KernelChoice> kernels;
-  bool thread = false;  // both row kernels, in turn
-  for (const Group& gr : plan.groups)
-    kernels[gr.id] = gr.family == "reduce" ? KernelChoice{(thread = !thread) ? "reduce_thread" : "reduce", "reduce.cuh"}
-                                           : KernelChoice{"elementwise", "elementwise.cuh"};
+  std::set<std::string> row_kernels;
+  size_t turn = 0;  // the row kernels that can run each group, in turn
+  for (const Group& gr : plan.groups) {
+    if (gr.family != "reduce") {
+      kernels[gr.id] = KernelChoice{"elementwise", "elementwise.cuh"};
+      continue;
+    }
+    const std::vector<const Family*> fams = families_for(gr, nullptr);
+    kernels[gr.id] = KernelChoice{fams.at(turn++ % fams.size())->name(), "reduce.cuh"};
+    row_kernels.insert(kernels[gr.id].family);
+  }
+  EXPECT_EQ(row_kernels, (std::set<std::string>{"reduce", "reduce_thread", "reduce_cluster"}));
   emit_extension(g, plan, dir, o.model, kernels);
   const std::string g0 = read_file(path_join(dir, "extension/kernels/g0_binding.cpp"));
   EXPECT_NE(g0.find("fusetune::check_input(b_bn2_num_batches_tracked, \"b_bn2_num_batches_tracked\", {}, torch::kInt64);"),

@@ -439,7 +439,8 @@ TEST(Plan, NormOverChannelsAndASecondPass) {
   EXPECT_NE(gr.op_struct.find("full_out_slot(int i) { return i == 0 ? 1 : -1; }"), std::string::npos) << gr.op_struct;
 }
 
-// Which row kernels may run a group: the split kernel needs one pass and per-row outputs only.
+// Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;
+// the cluster kernel (a row kept on chip between reads) a row read more than once.
 TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   Graph g = G().value("x", {4, 6}, "input")
                 .node("m", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
@@ -454,10 +455,12 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
     return n;
   };
   std::vector<std::string> refused;
-  EXPECT_EQ(names(p.groups[0], &refused), (std::vector<std::string>{"reduce", "reduce_thread"}));
+  EXPECT_EQ(names(p.groups[0], &refused), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_cluster"}));
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_NE(refused[0].find("reduce_split: needs one pass over each row and no per-element outputs"), std::string::npos);
-  EXPECT_EQ(names(p.groups[1], nullptr), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_split"}));
+  refused.clear();
+  EXPECT_EQ(names(p.groups[1], &refused), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_split"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"reduce_cluster: reads each row once already"}));
   EXPECT_EQ(p.groups[1].m, 1);
   EXPECT_EQ(p.groups[1].k, 24);
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
@@ -476,7 +479,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
   const std::vector<const Family*> fams = families_for(p.groups[0], &refused);
   ASSERT_EQ(fams.size(), 1u);
   EXPECT_EQ(fams[0]->name(), "reduce_split");
-  ASSERT_EQ(refused.size(), 2u);
+  ASSERT_EQ(refused.size(), 3u);  // reduce, reduce_thread, reduce_cluster (one pass)
   EXPECT_EQ(refused[0], "reduce: 1 row(s) of 1048576 elements: a block per row would leave most of the GPU idle; "
                         "reduce_split takes this group");
 
@@ -486,7 +489,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
                        .build({"d"});
   const Plan q = plan_graph(two_pass);
   ASSERT_EQ(q.groups.size(), 1u);
-  EXPECT_EQ(families_for(q.groups[0], nullptr).size(), 2u);  // reduce and reduce_thread
+  EXPECT_EQ(families_for(q.groups[0], nullptr).size(), 3u);  // reduce, reduce_thread, reduce_cluster
 }
 
 // A row made of runs (a GroupNorm row: channels of h * w elements, a weight per channel) moves
@@ -542,6 +545,11 @@ TEST(Plan, CumsumIsARowGroupWithAScan) {
   EXPECT_EQ(gr.passes, 0);
   const std::string& op = gr.op_struct;
   EXPECT_NE(op.find("kScans = 1;"), std::string::npos) << op;
+  EXPECT_EQ(gr.scans, 1);
+  std::vector<std::string> refused;
+  families_for(gr, &refused);
+  EXPECT_EQ(refused, (std::vector<std::string>{"reduce_split: needs one pass over each row and no per-element outputs",
+                                               "reduce_cluster: scans run in element order along the row"}));
   EXPECT_NE(op.find("sv[0] = v0;"), std::string::npos) << op;
   EXPECT_NE(op.find("const float v1 = sc[0];"), std::string::npos) << op;
   EXPECT_EQ(p.groups[1].family, "reduce");
