@@ -527,10 +527,11 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
 }
 
 // ---- reduce_cluster_kernel (sm_90): the CLUSTER blocks of a thread-block cluster share a row,
-// each keeping its part in registers (CACHE vectors of VEC per thread) so that the row is read
-// from memory once whatever the number of passes (a softmax or a norm over rows too long for one
-// SM); after every pass the blocks exchange their statistics through distributed shared memory.
-// Elements beyond CLUSTER x BLOCK x CACHE x VEC are read again in each pass. No scans.
+// each keeping its part in registers (CACHE vectors of VEC per thread; registers capped so that
+// MINB blocks fit an SM) so that the row is read from memory once whatever the number of passes
+// (a softmax or a norm over rows too long for one SM); after every pass the blocks exchange their
+// statistics through distributed shared memory. Elements beyond CLUSTER x BLOCK x CACHE x VEC are
+// read again in each pass. No scans.
 
 // Merges the block statistics acc of the CLUSTER blocks, in rank order in every block so that
 // all of them get the same values. `mine` (this block's slot, alternating between calls) is read
@@ -633,8 +634,8 @@ __device__ __forceinline__ void cluster_row(const KernelArgs& a, Row<Op>& row, i
   }
 }
 
-template <int CLUSTER, int BLOCK, int CACHE, int VEC, int MATH, class Op>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_cluster_kernel(const KernelArgs a) {
+template <int CLUSTER, int BLOCK, int MINB, int CACHE, int VEC, int MATH, class Op>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK, MINB) reduce_cluster_kernel(const KernelArgs a) {
   static_assert(Op::kScans == 0, "no scans");
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
   __shared__ float partial[Op::kStats][32];

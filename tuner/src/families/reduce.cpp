@@ -98,8 +98,8 @@ class ReduceCluster : public ReduceKernel {
     return why.empty();
   }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::reduce_cluster_kernel<" + p("CLUSTER") + ", " + p("BLOCK") + ", " + p("CACHE") + ", " + p("VEC") +
-           ", " + p("MATH") + ", " + g.op_type() + ">";
+    return "fusetune::reduce_cluster_kernel<" + p("CLUSTER") + ", " + p("BLOCK") + ", " + p("MINB") + ", " + p("CACHE") +
+           ", " + p("VEC") + ", " + p("MATH") + ", " + g.op_type() + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return reduce_cluster_launch((int)c.at("CLUSTER"), (int)c.at("BLOCK"), g.numel());
