@@ -266,6 +266,19 @@ __device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
   }
 }
 
+// Folds the values of pass P at elements e .. e + n - 1 (x[j]: element e + j's inputs).
+template <class Op, int P, int MATH, int V>
+__device__ __forceinline__ void fold_elements(float* acc, const float (&x)[V][Op::kIn], const float* red, long long e,
+                                              long long n = V) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if (j >= n) continue;
+    float v[Op::kStats];
+    Op::template values<P, MATH>(x[j], red, v);
+    fold<Op, P, MATH>(acc, v, e + j);
+  }
+}
+
 // This thread's share of pass P over elements [begin, end) of a row, V per load (where the
 // vectors lie: see Row::vector_head).
 template <class Op, int P, int MATH, int BLOCK, int ILP, int V>
@@ -277,13 +290,7 @@ __device__ __forceinline__ void fold_range(const KernelArgs& a, const Row<Op>& r
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        if (e + j >= end) continue;
-        float v[Op::kStats];
-        Op::template values<P, MATH>(x[u][j], row.red, v);
-        fold<Op, P, MATH>(acc, v, e + j);
-      }
+      fold_elements<Op, P, MATH, V>(acc, x[u], row.red, e, end - e);
     }
   }
 }
@@ -562,6 +569,24 @@ __device__ __forceinline__ void cluster_merge(float* acc, float* mine, float* me
   for (int i = 0; i < Op::kStats; ++i) acc[i] = merged[i];
 }
 
+// The end of pass P over a row shared by a cluster: the block's statistics, then the cluster's
+// (every block the same), then the row's values after the pass.
+template <class Op, int P, int MATH, int CLUSTER, int BLOCK>
+__device__ __forceinline__ void end_cluster_pass(const KernelArgs& a, Row<Op>& row, float* acc, float (*partial)[32],
+                                                 float (*exchange)[Op::kStats], float* merged, int& phase) {
+  block_merge<Op, P, MATH, BLOCK>(acc, partial);
+  cluster_merge<Op, P, MATH, CLUSTER>(acc, exchange[phase & 1], merged);
+  ++phase;
+  Op::template after<P, MATH>(a, row.p, acc, row.red);
+}
+
+// Block `rank`'s part [begin, end) of a row of k elements shared by CLUSTER blocks (V-aligned).
+template <int CLUSTER, int V> __device__ __forceinline__ void cluster_range(long long k, int rank, long long& begin, long long& end) {
+  const long long per = (k + CLUSTER - 1) / CLUSTER, chunk = (per + V - 1) / V * V;
+  begin = rank * chunk < k ? rank * chunk : k;
+  end = begin + chunk < k ? begin + chunk : k;
+}
+
 template <class Op, int CLUSTER, int BLOCK, int CACHE, int V> struct ClusterPart {
   long long begin, end;  // this block's elements of the row: a multiple of V apart
   float cache[CACHE][V][Op::kIn];
@@ -583,27 +608,14 @@ __device__ __forceinline__ void cluster_passes(const KernelArgs& a, Row<Op>& row
 #pragma unroll
       for (int s = 0; s < Op::kIn; ++s)  // values that change along the row are kept, the others read again
         if (P == 0 || Op::inner_stride(s) == 0) row.template load_slot<V>(s, e, part.cache[j]);
-#pragma unroll
-      for (int jj = 0; jj < V; ++jj) {
-        float v[Op::kStats];
-        Op::template values<P, MATH>(part.cache[j][jj], row.red, v);
-        fold<Op, P, MATH>(acc, v, e + jj);
-      }
+      fold_elements<Op, P, MATH, V>(acc, part.cache[j], row.red, e);
     }
     for (long long e = part.first_uncached(); e < part.end; e += (long long)BLOCK * V) {
       float x[V][Op::kIn];
       row.template load<V>(a, e, x);
-#pragma unroll
-      for (int jj = 0; jj < V; ++jj) {
-        float v[Op::kStats];
-        Op::template values<P, MATH>(x[jj], row.red, v);
-        fold<Op, P, MATH>(acc, v, e + jj);
-      }
+      fold_elements<Op, P, MATH, V>(acc, x, row.red, e);
     }
-    block_merge<Op, P, MATH, BLOCK>(acc, partial);
-    cluster_merge<Op, P, MATH, CLUSTER>(acc, exchange[phase & 1], merged);
-    ++phase;
-    Op::template after<P, MATH>(a, row.p, acc, row.red);
+    end_cluster_pass<Op, P, MATH, CLUSTER, BLOCK>(a, row, acc, partial, exchange, merged, phase);
     cluster_passes<Op, P + 1, MATH, CLUSTER, BLOCK, CACHE, V>(a, row, part, partial, exchange, merged, phase);
   }
 }
@@ -612,9 +624,7 @@ template <class Op, int MATH, int CLUSTER, int BLOCK, int CACHE, int V>
 __device__ __forceinline__ void cluster_row(const KernelArgs& a, Row<Op>& row, int rank, float (*partial)[32],
                                             float (*exchange)[Op::kStats], float* merged, int& phase) {
   ClusterPart<Op, CLUSTER, BLOCK, CACHE, V> part;
-  const long long per = (a.k + CLUSTER - 1) / CLUSTER, chunk = (per + V - 1) / V * V;
-  part.begin = rank * chunk < a.k ? rank * chunk : a.k;
-  part.end = part.begin + chunk < a.k ? part.begin + chunk : a.k;
+  cluster_range<CLUSTER, V>(a.k, rank, part.begin, part.end);
   cluster_passes<Op, 0, MATH, CLUSTER, BLOCK, CACHE, V>(a, row, part, partial, exchange, merged, phase);
   if (Op::kFullOut == 0) return;
   float sc[V][1] = {};
@@ -649,6 +659,143 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK, MINB) r
       cluster_row<Op, MATH, CLUSTER, BLOCK, CACHE, VEC>(a, row, rank, partial, exchange, merged, phase);
     else  // rows that do not start aligned: correct, not fast (one element per thread kept)
       cluster_row<Op, MATH, CLUSTER, BLOCK, 1, 1>(a, row, rank, partial, exchange, merged, phase);
+    if (rank == 0 && threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
+  }
+  // The other blocks may still read this block's exchange slot.
+  __cluster_barrier_arrive();
+  __cluster_barrier_wait();
+}
+
+// ---- reduce_cluster_smem_kernel (sm_90): as reduce_cluster_kernel, each block's part of the
+// row kept in dynamic shared memory instead of registers, as much of it as the launch gives
+// (the inputs that change along the row; per-row and per-run ones are read again): a block needs
+// few registers, so that several clusters' rows are in flight on an SM. ILP vectors of VEC in
+// flight per thread.
+
+template <class Op> __host__ __device__ constexpr int varying_inputs() {
+  int n = 0;
+  for (int s = 0; s < Op::kIn; ++s) n += Op::inner_stride(s) != 0;
+  return n;
+}
+
+// Where input slot s sits among the varying ones.
+template <class Op> __host__ __device__ constexpr int varying_index(int s) {
+  int n = 0;
+  for (int i = 0; i < s; ++i) n += Op::inner_stride(i) != 0;
+  return n;
+}
+
+template <class Op> struct SmemPart {
+  long long begin, end;  // this block's elements of the row: a multiple of V apart
+  long long kept;        // elements of each varying input that shared memory holds (a multiple of V)
+  float* mem;            // [varying input][kept]
+
+  __device__ __forceinline__ bool holds(long long e) const { return e - begin < kept; }
+  __device__ __forceinline__ float* at(int s, long long e) const { return mem + varying_index<Op>(s) * kept + (e - begin); }
+};
+
+// x[u] = the V elements at e0 + u * BLOCK * V before part.end: from shared memory where it holds
+// them after pass 0, else from the tensors (stored into shared memory in pass 0).
+template <class Op, bool FIRST, int BLOCK, int ILP, int V>
+__device__ __forceinline__ void smem_chunk(const Row<Op>& row, const SmemPart<Op>& part, long long e0,
+                                           float (&x)[ILP][V][Op::kIn]) {
+#pragma unroll
+  for (int u = 0; u < ILP; ++u) {
+    const long long e = e0 + (long long)u * BLOCK * V;
+    if (e >= part.end) continue;
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      if (!FIRST && Op::inner_stride(s) != 0 && part.holds(e)) {
+        float v[V];
+        load_vec<V>(part.at(s, e), v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[u][j][s] = v[j];
+      } else {
+        row.template load_slot<V>(s, e, x[u]);
+      }
+    }
+  }
+  if (!FIRST) return;
+#pragma unroll
+  for (int u = 0; u < ILP; ++u) {
+    const long long e = e0 + (long long)u * BLOCK * V;
+    if (e >= part.end || !part.holds(e)) continue;
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      if (Op::inner_stride(s) == 0) continue;
+      float v[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = x[u][j][s];
+      store_vec<V>(part.at(s, e), v);
+    }
+  }
+}
+
+template <class Op, int P, int MATH, int CLUSTER, int BLOCK, int ILP, int V>
+__device__ __forceinline__ void smem_passes(const KernelArgs& a, Row<Op>& row, const SmemPart<Op>& part, float (*partial)[32],
+                                            float (*exchange)[Op::kStats], float* merged, int& phase) {
+  if constexpr (P < Op::kPasses) {
+    float acc[Op::kStats];
+    init_stats<Op>(acc);
+    for (long long e0 = part.begin + (long long)threadIdx.x * V; e0 < part.end; e0 += (long long)BLOCK * V * ILP) {
+      float x[ILP][V][Op::kIn];
+      smem_chunk<Op, P == 0, BLOCK, ILP, V>(row, part, e0, x);
+#pragma unroll
+      for (int u = 0; u < ILP; ++u) {
+        const long long e = e0 + (long long)u * BLOCK * V;
+        if (e < part.end) fold_elements<Op, P, MATH, V>(acc, x[u], row.red, e);
+      }
+    }
+    end_cluster_pass<Op, P, MATH, CLUSTER, BLOCK>(a, row, acc, partial, exchange, merged, phase);
+    smem_passes<Op, P + 1, MATH, CLUSTER, BLOCK, ILP, V>(a, row, part, partial, exchange, merged, phase);
+  }
+}
+
+template <class Op, int MATH, int CLUSTER, int BLOCK, int ILP, int V>
+__device__ __forceinline__ void cluster_smem_row(const KernelArgs& a, Row<Op>& row, int rank, float* mem, long long capacity,
+                                                 float (*partial)[32], float (*exchange)[Op::kStats], float* merged, int& phase) {
+  SmemPart<Op> part;
+  cluster_range<CLUSTER, V>(a.k, rank, part.begin, part.end);
+  part.kept = capacity / V * V;
+  part.mem = mem;
+  smem_passes<Op, 0, MATH, CLUSTER, BLOCK, ILP, V>(a, row, part, partial, exchange, merged, phase);
+  if (Op::kFullOut == 0) return;
+  float sc[V][1] = {};
+  for (long long e0 = part.begin + (long long)threadIdx.x * V; e0 < part.end; e0 += (long long)BLOCK * V * ILP) {
+    float x[ILP][V][Op::kIn];
+    smem_chunk<Op, Op::kPasses == 0, BLOCK, ILP, V>(row, part, e0, x);
+#pragma unroll
+    for (int u = 0; u < ILP; ++u) {
+      const long long e = e0 + (long long)u * BLOCK * V;
+      if (e < part.end) row.template store<V, MATH>(a, e, x[u], sc);
+    }
+  }
+  // Each thread reads back only what it stored, unless the next row moves in other vectors and
+  // so gives the elements to other threads.
+  __syncthreads();
+}
+
+template <int CLUSTER, int BLOCK, int ILP, int VEC, int MATH, class Op>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_cluster_smem_kernel(const KernelArgs a) {
+  static_assert(Op::kScans == 0, "no scans");
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
+  extern __shared__ float4 row_mem[];
+  __shared__ float partial[Op::kStats][32];
+  __shared__ float exchange[2][Op::kStats];
+  __shared__ float merged[Op::kStats];
+  unsigned bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  constexpr int kVarying = varying_inputs<Op>() > 0 ? varying_inputs<Op>() : 1;
+  const long long capacity = (long long)(bytes / (sizeof(float) * kVarying));
+  const int rank = (int)__clusterRelativeBlockRank();
+  int phase = 0;  // alternates the exchange slot from one cluster_merge to the next
+  for (long long o = blockIdx.x / CLUSTER; o < a.numel; o += gridDim.x / CLUSTER) {
+    Row<Op> row(a, o);
+    float* mem = reinterpret_cast<float*>(row_mem);
+    if (row.template vector_head<VEC>(0) == 0 && a.k % VEC == 0)
+      cluster_smem_row<Op, MATH, CLUSTER, BLOCK, ILP, VEC>(a, row, rank, mem, capacity, partial, exchange, merged, phase);
+    else
+      cluster_smem_row<Op, MATH, CLUSTER, BLOCK, ILP, 1>(a, row, rank, mem, capacity, partial, exchange, merged, phase);
     if (rank == 0 && threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
   }
   // The other blocks may still read this block's exchange slot.

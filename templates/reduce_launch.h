@@ -33,4 +33,16 @@ inline LaunchDims reduce_cluster_launch(int cluster, int block, long long rows) 
   return LaunchDims{{(unsigned)(r * cluster), 1u, 1u}, {(unsigned)block, 1u, 1u}, 0u};
 }
 
+// reduce_cluster_smem_kernel: as reduce_cluster_launch, with the dynamic shared memory that
+// holds a block's part of the row (ceil(k / cluster), in whole float4) for each of the `varying`
+// inputs, at most kClusterRowSmem bytes (the rest of a longer row is read again in each pass).
+constexpr long long kClusterRowSmem = 200 * 1024;
+inline LaunchDims reduce_cluster_smem_launch(int cluster, int block, long long rows, long long k, int varying) {
+  LaunchDims d = reduce_cluster_launch(cluster, block, rows);
+  const long long n = varying < 1 ? 1 : varying, chunk = ((k + cluster - 1) / cluster + 3) / 4 * 4;
+  const long long most = kClusterRowSmem / (4 * n) / 4 * 4, kept = chunk < most ? chunk : most;
+  d.shared_bytes = (unsigned)(4 * n * (kept > 4 ? kept : 4));
+  return d;
+}
+
 }  // namespace fusetune

@@ -109,6 +109,7 @@ class RowCodegen {
     gr_.full_outputs = (int)full_outs_.size();
     gr_.scans = (int)row_.scans.size();
     gr_.op_struct = op_struct(kept);
+    gr_.varying_inputs = (int)std::count_if(inner_.begin(), inner_.begin() + gr_.out_slot, [](int st) { return st != 0; });
     return gr_;
   }
 
@@ -270,7 +271,7 @@ class RowCodegen {
   // otherwise (a row of runs, e.g. GroupNorm's channels with a per-channel weight).
   std::string offsets_fn(int kept) {
     std::string rows, elems;
-    std::vector<int> inner;
+    std::vector<int>& inner = inner_;
     bool one_run = true;
     int vec = 8;
     for (size_t s = 0; s < gr_.slots.size(); ++s) {
@@ -323,6 +324,7 @@ class RowCodegen {
   const RowInfo& row_;
   std::vector<Layout> inputs_;                 // input slots as views over the domain
   std::vector<int> full_outs_, reduced_outs_;  // indices into gr_.outputs
+  std::vector<int> inner_;                     // each slot's innermost reduced stride (0, 1, 2: other)
 };
 
 }  // namespace

@@ -76,12 +76,13 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   // A stale kernel of an earlier model must not survive.
   write_file_atomic(path_join(dir, "extension/kernels/g7.cu"), "// stale\n");
   // Both cuBLASLt forms (bias inside cuBLASLt, then an epilogue pass; bias and ReLU inside
-  // cuBLASLt, writing the output directly), the fp32 template on a bare product, the three row
-  // kernels (the split one with its zeroed workspace).
+  // cuBLASLt, writing the output directly), the fp32 template on a bare product, three row
+  // kernels (the cluster one with its shared-memory opt-in, the split one with its zeroed
+  // workspace).
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_tf32", "cublaslt_gemm.h"}},
                                                        {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
                                                        {"g2", KernelChoice{"gemm", "gemm.cuh"}},
-                                                       {"g3", KernelChoice{"reduce", "reduce.cuh"}},
+                                                       {"g3", KernelChoice{"reduce_cluster_smem", "reduce.cuh"}},
                                                        {"g4", KernelChoice{"reduce_thread", "reduce.cuh"}},
                                                        {"g5", KernelChoice{"reduce_split", "reduce.cuh"}},
                                                        {"g6", KernelChoice{"elementwise", "elementwise.cuh"}}};
@@ -127,8 +128,12 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(constants.find("constexpr unsigned long long ALGO_DATA[8] = {0x1ull, 0x2ull,"), std::string::npos) << constants;
   EXPECT_NE(constants.find("constexpr unsigned long long ALIGNMENT = 16ull;"), std::string::npos) << constants;
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g2.cu")).find("fusetune::gemm_kernel<tuned::BM"), std::string::npos);
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g3.cu")).find("fusetune::reduce_kernel<tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::MATH,"),
-            std::string::npos);
+  const std::string g3_cu = read_file(path_join(dir, "extension/kernels/g3.cu"));
+  EXPECT_NE(g3_cu.find("static const cudaError_t opt_in = cudaFuncSetAttribute(&fusetune::reduce_cluster_smem_kernel<tuned::CLUSTER, "
+                       "tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::MATH, fusetune_gen::g3_op>, "
+                       "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fusetune::reduce_cluster_smem_launch(tuned::CLUSTER, "
+                       "tuned::BLOCK, args.numel, args.k, 1).shared_bytes);"),
+            std::string::npos) << g3_cu;
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::CACHE, tuned::MATH,"),
             std::string::npos);
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g5.cu")).find("fusetune::reduce_split_kernel<tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::CHUNKS,"),
@@ -200,16 +205,21 @@ TEST(Emit, StateUpdatesAndInt64Build) {
   ASSERT_EQ(plan.groups.size(), 6u);
   ASSERT_EQ(plan.mutations.size(), 6u);
   std::map<std::string, KernelChoice> kernels;
-  std::set<std::string> row_kernels;
-  size_t turn = 0;  // the row kernels that can run each group, in turn
+  std::set<std::string> row_kernels;  // each row group gets a row kernel no group has yet, where it can
   for (const Group& gr : plan.groups) {
     if (gr.family != "reduce") {
       kernels[gr.id] = KernelChoice{"elementwise", "elementwise.cuh"};
       continue;
     }
     const std::vector<const Family*> fams = families_for(gr, nullptr);
-    kernels[gr.id] = KernelChoice{fams.at(turn++ % fams.size())->name(), "reduce.cuh"};
-    row_kernels.insert(kernels[gr.id].family);
+    const Family* pick = fams.at(0);
+    for (const Family* f : fams)
+      if (!row_kernels.count(f->name())) {
+        pick = f;
+        break;
+      }
+    kernels[gr.id] = KernelChoice{pick->name(), "reduce.cuh"};
+    row_kernels.insert(pick->name());
   }
   EXPECT_EQ(row_kernels, (std::set<std::string>{"reduce", "reduce_thread", "reduce_cluster"}));
   emit_extension(g, plan, dir, o.model, kernels);

@@ -9,6 +9,7 @@
 #include "graph_builder.h"
 #include "measure.h"
 #include "plan.h"
+#include "reduce_launch.h"
 
 namespace fusetune {
 namespace {
@@ -455,12 +456,14 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
     return n;
   };
   std::vector<std::string> refused;
-  EXPECT_EQ(names(p.groups[0], &refused), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_cluster"}));
+  EXPECT_EQ(names(p.groups[0], &refused),
+            (std::vector<std::string>{"reduce", "reduce_thread", "reduce_cluster", "reduce_cluster_smem"}));
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_NE(refused[0].find("reduce_split: needs one pass over each row and no per-element outputs"), std::string::npos);
   refused.clear();
   EXPECT_EQ(names(p.groups[1], &refused), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_split"}));
-  EXPECT_EQ(refused, (std::vector<std::string>{"reduce_cluster: reads each row once already"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"reduce_cluster: reads each row once already",
+                                               "reduce_cluster_smem: reads each row once already"}));
   EXPECT_EQ(p.groups[1].m, 1);
   EXPECT_EQ(p.groups[1].k, 24);
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
@@ -479,7 +482,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
   const std::vector<const Family*> fams = families_for(p.groups[0], &refused);
   ASSERT_EQ(fams.size(), 1u);
   EXPECT_EQ(fams[0]->name(), "reduce_split");
-  ASSERT_EQ(refused.size(), 3u);  // reduce, reduce_thread, reduce_cluster (one pass)
+  ASSERT_EQ(refused.size(), 4u);  // reduce, reduce_thread, both cluster kernels (one pass)
   EXPECT_EQ(refused[0], "reduce: 1 row(s) of 1048576 elements: a block per row would leave most of the GPU idle; "
                         "reduce_split takes this group");
 
@@ -489,7 +492,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
                        .build({"d"});
   const Plan q = plan_graph(two_pass);
   ASSERT_EQ(q.groups.size(), 1u);
-  EXPECT_EQ(families_for(q.groups[0], nullptr).size(), 3u);  // reduce, reduce_thread, reduce_cluster
+  EXPECT_EQ(families_for(q.groups[0], nullptr).size(), 4u);  // reduce, reduce_thread, both cluster kernels
 }
 
 // A row made of runs (a GroupNorm row: channels of h * w elements, a weight per channel) moves
@@ -512,6 +515,21 @@ TEST(Plan, RowsOfRunsMoveInVectors) {
   EXPECT_NE(op.find("if (s == 0) return ((long long)(unsigned)o * 24);"), std::string::npos) << op;
   EXPECT_NE(op.find("if (s == 1) return ((long long)((unsigned)r / 8u));"), std::string::npos) << op;
   EXPECT_NE(op.find("if (s == 0) return ((long long)(unsigned)r);"), std::string::npos) << op;
+  EXPECT_EQ(p.groups[0].varying_inputs, 1);  // x; w is one value per run
+}
+
+// The cluster kernels' launch: a cluster per row; the shared-memory one gives each block its
+// part of the row (whole float4) for every varying input, at most 200 KB.
+TEST(Plan, ClusterLaunchSizesItsSharedMemory) {
+  const LaunchDims r = reduce_cluster_launch(8, 512, 1024);
+  EXPECT_EQ(r.grid[0], 8u * 1024);
+  EXPECT_EQ(r.block[0], 512u);
+  EXPECT_EQ(r.shared_bytes, 0u);
+  const LaunchDims s = reduce_cluster_smem_launch(8, 256, 1024, 131072, 1);
+  EXPECT_EQ(s.grid[0], 8u * 1024);
+  EXPECT_EQ(s.shared_bytes, 65536u);  // 131072 / 8 floats
+  EXPECT_EQ(reduce_cluster_smem_launch(4, 256, 3, 1001, 2).shared_bytes, 2u * 4 * 252);  // ceil(1001 / 4) = 251 -> 252
+  EXPECT_EQ(reduce_cluster_smem_launch(2, 256, 3, 10000000, 4).shared_bytes, 204800u);  // capped
 }
 
 // prod over one dimension (prod.dim_int takes a single int) is a statistic of its own kind.
@@ -549,7 +567,8 @@ TEST(Plan, CumsumIsARowGroupWithAScan) {
   std::vector<std::string> refused;
   families_for(gr, &refused);
   EXPECT_EQ(refused, (std::vector<std::string>{"reduce_split: needs one pass over each row and no per-element outputs",
-                                               "reduce_cluster: scans run in element order along the row"}));
+                                               "reduce_cluster: scans run in element order along the row",
+                                               "reduce_cluster_smem: scans run in element order along the row"}));
   EXPECT_NE(op.find("sv[0] = v0;"), std::string::npos) << op;
   EXPECT_NE(op.find("const float v1 = sc[0];"), std::string::npos) << op;
   EXPECT_EQ(p.groups[1].family, "reduce");

@@ -1,10 +1,10 @@
 // The reduce family: row groups (a reduction over any dimensions with the chain before it fused
 // into its loads and the chains after it fused, per row and per element; templates/reduce.cuh).
-// Four kernels compete: a block per row (long contiguous rows), several blocks per row (few
+// Five kernels compete: a block per row (long contiguous rows), several blocks per row (few
 // rows: a loss over a whole tensor), a block of neighbouring rows with a few threads each, which
 // can keep short rows in registers between passes (rows along outer or middle dimensions, where
 // neighbouring rows are neighbours in memory), and a thread-block cluster per row, which keeps
-// long rows in registers between passes.
+// long rows in registers or in shared memory between passes.
 #include "families.h"
 #include "reduce_launch.h"
 
@@ -87,16 +87,21 @@ class ReduceSplit : public ReduceKernel {
   int64_t workspace_bytes(const Group& g) const override { return reduce_split_workspace_bytes(g.m, g.stats); }
 };
 
-// A thread-block cluster per row (reduce_cluster_kernel, sm_90): for rows read more than once
-// (several passes, or per-element outputs after the statistics) that no single SM can hold.
-class ReduceCluster : public ReduceKernel {
+// A thread-block cluster per row (sm_90), for rows read more than once (several passes, or
+// per-element outputs after the statistics) that no single SM can hold; no scans.
+class ClusterKernel : public ReduceKernel {
  public:
-  std::string name() const override { return "reduce_cluster"; }
   bool supports(const Group& g, std::string& why) const override {
     if (g.scans > 0) why = "scans run in element order along the row";
     else if (g.passes == 1 && g.full_outputs == 0) why = "reads each row once already";
     return why.empty();
   }
+};
+
+// The row kept in registers (reduce_cluster_kernel).
+class ReduceCluster : public ClusterKernel {
+ public:
+  std::string name() const override { return "reduce_cluster"; }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::reduce_cluster_kernel<" + p("CLUSTER") + ", " + p("BLOCK") + ", " + p("MINB") + ", " + p("CACHE") +
            ", " + p("VEC") + ", " + p("MATH") + ", " + g.op_type() + ">";
@@ -106,6 +111,30 @@ class ReduceCluster : public ReduceKernel {
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
     return "fusetune::reduce_cluster_launch(" + p("CLUSTER") + ", " + p("BLOCK") + ", args.numel)";
+  }
+};
+
+// The row kept in shared memory (reduce_cluster_smem_kernel): few registers per thread, so
+// several clusters' rows in flight per SM.
+class ReduceClusterSmem : public ClusterKernel {
+ public:
+  std::string name() const override { return "reduce_cluster_smem"; }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_cluster_smem_kernel<" + p("CLUSTER") + ", " + p("BLOCK") + ", " + p("ILP") + ", " + p("VEC") +
+           ", " + p("MATH") + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return reduce_cluster_smem_launch((int)c.at("CLUSTER"), (int)c.at("BLOCK"), g.numel(), g.k, g.varying_inputs);
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_cluster_smem_launch(" + p("CLUSTER") + ", " + p("BLOCK") + ", args.numel, args.k, " +
+           std::to_string(g.varying_inputs) + ")";
+  }
+  // Over 48 KB of dynamic shared memory is an opt-in, once per kernel (the shapes are fixed).
+  std::string extension_launch(const Group& g, const ParamText& p) const override {
+    return "  static const cudaError_t opt_in = cudaFuncSetAttribute(&" + kernel_instance(g, p) +
+           ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n" +
+           ReduceKernel::extension_launch(g, p);
   }
 };
 
@@ -139,6 +168,11 @@ const Family& reduce_split_family() {
 
 const Family& reduce_cluster_family() {
   static const ReduceCluster f;
+  return f;
+}
+
+const Family& reduce_cluster_smem_family() {
+  static const ReduceClusterSmem f;
   return f;
 }
 
