@@ -271,7 +271,7 @@ class RowCodegen {
   // otherwise (a row of runs, e.g. GroupNorm's channels with a per-channel weight).
   std::string offsets_fn(int kept) {
     std::string rows, elems;
-    std::vector<int>& inner = inner_;
+    inner_.clear();
     bool one_run = true;
     int vec = 8;
     for (size_t s = 0; s < gr_.slots.size(); ++s) {
@@ -283,7 +283,7 @@ class RowCodegen {
       elems += "    if (s == " + slot + ") return " + offset_expr(elem_part, "r") + ";\n";
       const Layout m = merged_dims(elem_part);
       const int64_t st = m.sizes.empty() ? 0 : m.strides.back();
-      inner.push_back(st == 0 || st == 1 ? (int)st : 2);
+      inner_.push_back(st == 0 || st == 1 ? (int)st : 2);
       one_run &= m.sizes.size() <= 1 && st <= 1;
       for (; vec > 1; vec /= 2) {
         bool ok = !m.sizes.empty() && st <= 1 && m.sizes.back() % vec == 0;
@@ -292,7 +292,7 @@ class RowCodegen {
       }
     }
     return "  static constexpr bool kOneRun = " + std::string(one_run ? "true" : "false") + ";\n" +
-           "  static constexpr int kVec = " + std::to_string(vec) + ";\n" + table_fn("inner_stride", inner) +
+           "  static constexpr int kVec = " + std::to_string(vec) + ";\n" + table_fn("inner_stride", inner_) +
            "  __device__ __forceinline__ static long long row_offset(int s, long long o) {\n    (void)o;\n" + rows +
            "    return 0;\n  }\n"
            "  __device__ __forceinline__ static long long elem_offset(int s, long long r) {\n    (void)r;\n" + elems +
