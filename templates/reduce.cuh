@@ -181,6 +181,12 @@ template <class Op> struct Row {
     return phase <= 0 ? 0 : V - phase;
   }
 
+  // Whether the whole row moves V at a time from its first element (the passes that keep element
+  // order, or give each thread the same elements in every pass, need it).
+  template <int V> __device__ __forceinline__ bool whole_vectors(long long k) const {
+    return vector_head<V>(0) == 0 && k % V == 0;
+  }
+
   // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on).
   template <int V> __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[V][Op::kIn]) const {
     const float* q = p[s] + Op::elem_offset(s, e);
@@ -373,7 +379,7 @@ __global__ void __launch_bounds__(BLOCK) reduce_kernel(const KernelArgs a) {
   for (long long o = blockIdx.x; o < a.numel; o += gridDim.x) {
     Row<Op> row(a, o);
     // The output pass moves whole vectors only (its scans run in element order).
-    const bool vec = row.template vector_head<VEC>(0) == 0 && a.k % VEC == 0;
+    const bool vec = row.template whole_vectors<VEC>(a.k);
     block_passes<Op, 0, MATH, BLOCK, ILP, VEC>(a, row, partial);
     if (threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
     if (Op::kFullOut > 0) {
@@ -644,8 +650,12 @@ __device__ __forceinline__ void cluster_row(const KernelArgs& a, Row<Op>& row, i
   }
 }
 
-template <int CLUSTER, int BLOCK, int MINB, int CACHE, int VEC, int MATH, class Op>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK, MINB) reduce_cluster_kernel(const KernelArgs a) {
+// The rows of a cluster, which all its blocks walk together: row_fn(row, rank, vec, partial,
+// exchange, merged, phase) runs a row's passes and writes its per-element outputs (vec: whether
+// the row moves in whole VEC-vectors); rank 0 stores the per-row ones. (A functor, not a lambda:
+// NVRTC takes no unannotated lambdas.)
+template <class Op, int CLUSTER, int BLOCK, int VEC, class RowFn>
+__device__ __forceinline__ void cluster_rows(const KernelArgs& a, RowFn row_fn) {
   static_assert(Op::kScans == 0, "no scans");
   static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
   __shared__ float partial[Op::kStats][32];
@@ -655,15 +665,28 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK, MINB) r
   int phase = 0;  // alternates the exchange slot from one cluster_merge to the next
   for (long long o = blockIdx.x / CLUSTER; o < a.numel; o += gridDim.x / CLUSTER) {
     Row<Op> row(a, o);
-    if (row.template vector_head<VEC>(0) == 0 && a.k % VEC == 0)
-      cluster_row<Op, MATH, CLUSTER, BLOCK, CACHE, VEC>(a, row, rank, partial, exchange, merged, phase);
-    else  // rows that do not start aligned: correct, not fast (one element per thread kept)
-      cluster_row<Op, MATH, CLUSTER, BLOCK, 1, 1>(a, row, rank, partial, exchange, merged, phase);
+    row_fn(row, rank, row.template whole_vectors<VEC>(a.k), partial, exchange, merged, phase);
     if (rank == 0 && threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
   }
   // The other blocks may still read this block's exchange slot.
   __cluster_barrier_arrive();
   __cluster_barrier_wait();
+}
+
+template <class Op, int MATH, int CLUSTER, int BLOCK, int CACHE, int VEC> struct RegisterRow {
+  const KernelArgs& a;
+  __device__ __forceinline__ void operator()(Row<Op>& row, int rank, bool vec, float (*partial)[32],
+                                             float (*exchange)[Op::kStats], float* merged, int& phase) const {
+    if (vec)
+      cluster_row<Op, MATH, CLUSTER, BLOCK, CACHE, VEC>(a, row, rank, partial, exchange, merged, phase);
+    else  // rows that do not start aligned: correct, not fast (one element per thread kept)
+      cluster_row<Op, MATH, CLUSTER, BLOCK, 1, 1>(a, row, rank, partial, exchange, merged, phase);
+  }
+};
+
+template <int CLUSTER, int BLOCK, int MINB, int CACHE, int VEC, int MATH, class Op>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK, MINB) reduce_cluster_kernel(const KernelArgs a) {
+  cluster_rows<Op, CLUSTER, BLOCK, VEC>(a, RegisterRow<Op, MATH, CLUSTER, BLOCK, CACHE, VEC>{a});
 }
 
 // ---- reduce_cluster_smem_kernel (sm_90): as reduce_cluster_kernel, each block's part of the
@@ -775,32 +798,27 @@ __device__ __forceinline__ void cluster_smem_row(const KernelArgs& a, Row<Op>& r
   __syncthreads();
 }
 
+template <class Op, int MATH, int CLUSTER, int BLOCK, int ILP, int VEC> struct SmemRow {
+  const KernelArgs& a;
+  float* mem;
+  long long capacity;  // floats of shared memory per varying input
+  __device__ __forceinline__ void operator()(Row<Op>& row, int rank, bool vec, float (*partial)[32],
+                                             float (*exchange)[Op::kStats], float* merged, int& phase) const {
+    if (vec)
+      cluster_smem_row<Op, MATH, CLUSTER, BLOCK, ILP, VEC>(a, row, rank, mem, capacity, partial, exchange, merged, phase);
+    else
+      cluster_smem_row<Op, MATH, CLUSTER, BLOCK, ILP, 1>(a, row, rank, mem, capacity, partial, exchange, merged, phase);
+  }
+};
+
 template <int CLUSTER, int BLOCK, int ILP, int VEC, int MATH, class Op>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_cluster_smem_kernel(const KernelArgs a) {
-  static_assert(Op::kScans == 0, "no scans");
-  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK is a multiple of 32, at most 1024");
   extern __shared__ float4 row_mem[];
-  __shared__ float partial[Op::kStats][32];
-  __shared__ float exchange[2][Op::kStats];
-  __shared__ float merged[Op::kStats];
   unsigned bytes;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
   constexpr int kVarying = varying_inputs<Op>() > 0 ? varying_inputs<Op>() : 1;
   const long long capacity = (long long)(bytes / (sizeof(float) * kVarying));
-  const int rank = (int)__clusterRelativeBlockRank();
-  int phase = 0;  // alternates the exchange slot from one cluster_merge to the next
-  for (long long o = blockIdx.x / CLUSTER; o < a.numel; o += gridDim.x / CLUSTER) {
-    Row<Op> row(a, o);
-    float* mem = reinterpret_cast<float*>(row_mem);
-    if (row.template vector_head<VEC>(0) == 0 && a.k % VEC == 0)
-      cluster_smem_row<Op, MATH, CLUSTER, BLOCK, ILP, VEC>(a, row, rank, mem, capacity, partial, exchange, merged, phase);
-    else
-      cluster_smem_row<Op, MATH, CLUSTER, BLOCK, ILP, 1>(a, row, rank, mem, capacity, partial, exchange, merged, phase);
-    if (rank == 0 && threadIdx.x == 0) Op::store_reduced(a, o, row.p, row.red);
-  }
-  // The other blocks may still read this block's exchange slot.
-  __cluster_barrier_arrive();
-  __cluster_barrier_wait();
+  cluster_rows<Op, CLUSTER, BLOCK, VEC>(a, SmemRow<Op, MATH, CLUSTER, BLOCK, ILP, VEC>{a, reinterpret_cast<float*>(row_mem), capacity});
 }
 
 }  // namespace fusetune
