@@ -11,10 +11,10 @@
 // twice and logsumexp once.
 // reduce_kernel: BLOCK threads per row, ILP loads in flight, VEC floats per load (where V
 // elements are one aligned vector, or one broadcast value, in every tensor: Row::vector_head);
-// reduce_thread_kernel: ROWS neighbouring rows per block (coalesced across rows when the reduced
-// dimensions are outer ones), SPLIT threads sharing each row, the first CACHE elements of each
-// thread kept in registers so that short rows are read from memory once whatever the number of
-// passes; reduce_split_kernel: CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel:
+// reduce_thread_kernel: ROWS x RVEC neighbouring rows per block (coalesced across rows when the
+// reduced dimensions are outer ones; RVEC of them per thread, moved as vectors), SPLIT threads
+// sharing each thread's rows, the first CACHE elements of each thread kept in registers so that
+// short rows are read from memory once whatever the number of passes; reduce_split_kernel: CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel:
 // a thread-block cluster per row, the row kept in its registers between passes. MATH: see
 // fused_math.cuh.
 #pragma once
@@ -156,6 +156,7 @@ template <class Op> struct Row {
   float* p[Op::kSlots];  // each slot's row
   float red[Op::kReduced];
 
+  Row() = default;
   __device__ __forceinline__ Row(const KernelArgs& a, long long o) {
 #pragma unroll
     for (int s = 0; s < Op::kSlots; ++s) p[s] = a.ptr[s] + Op::row_offset(s, o);
@@ -442,7 +443,84 @@ __global__ void __launch_bounds__(BLOCK) reduce_split_kernel(const KernelArgs a)
   }
 }
 
-// ---- reduce_thread_kernel: ROWS neighbouring rows per block, SPLIT threads per row.
+// ---- reduce_thread_kernel: ROWS x RVEC neighbouring rows per block, SPLIT threads per RVEC rows.
+
+// The R neighbouring rows o .. o + R - 1 of one thread (o a multiple of R, R dividing
+// Op::kRowVec): element e of all of them is one vector of R in every slot whose rows are
+// neighbours in memory (Op::row_stride 1) and one value in every slot they share (0), where
+// the pointers are aligned; elsewhere each row's element moves alone.
+template <class Op, int R> struct Rows {
+  Row<Op> row[R];
+  bool vec = R > 1;
+
+  __device__ __forceinline__ Rows(const KernelArgs& a, long long o) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) row[j] = Row<Op>(a, o + j);
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s)
+      if (Op::row_stride(s) == 1) vec &= aligned(row[0].p[s]);
+#pragma unroll
+    for (int o = 0; o < Op::kFullOut; ++o) vec &= aligned(row[0].p[Op::full_out_slot(o)]);
+  }
+
+  static __device__ __forceinline__ bool aligned(const float* p) { return (unsigned long long)p % (R * sizeof(float)) == 0; }
+
+  // x[j][s] = element e of row j in input slot s.
+  __device__ __forceinline__ void load(long long e, float (&x)[R][Op::kIn]) const {
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      const long long off = Op::elem_offset(s, e);
+      if (vec && Op::row_stride(s) == 1) {
+        float v[R];
+        load_vec<R>(row[0].p[s] + off, v);
+#pragma unroll
+        for (int j = 0; j < R; ++j) x[j][s] = v[j];
+      } else if (vec && Op::row_stride(s) == 0) {
+        const float v = row[0].p[s][off];
+#pragma unroll
+        for (int j = 0; j < R; ++j) x[j][s] = v;
+      } else {
+#pragma unroll
+        for (int j = 0; j < R; ++j) x[j][s] = row[j].p[s][off];
+      }
+    }
+  }
+
+  // Computes and stores the Full outputs of element e of every row, given the scans there.
+  template <int MATH>
+  __device__ __forceinline__ void store(long long e, const float (&x)[R][Op::kIn], const float (&sc)[R][kScanSlots<Op>]) {
+    float y[Op::kFullOut > 0 ? Op::kFullOut : 1][R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      float yj[Op::kFullOut > 0 ? Op::kFullOut : 1];
+      Op::template out<MATH>(x[j], row[j].red, sc[j], yj);
+#pragma unroll
+      for (int o = 0; o < Op::kFullOut; ++o) y[o][j] = yj[o];
+    }
+#pragma unroll
+    for (int o = 0; o < Op::kFullOut; ++o) {
+      const int s = Op::full_out_slot(o);
+      const long long off = Op::elem_offset(s, e);
+      if (vec) {
+        store_vec<R>(row[0].p[s] + off, y[o]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < R; ++j) row[j].p[s][off] = y[o][j];
+      }
+    }
+  }
+
+  // Folds the values of pass P at element e of every row (x as from load) into acc[row].
+  template <int P, int MATH>
+  __device__ __forceinline__ void fold_all(float (*acc)[Op::kStats], const float (&x)[R][Op::kIn], long long e) const {
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      float v[Op::kStats];
+      Op::template values<P, MATH>(x[j], row[j].red, v);
+      fold<Op, P, MATH>(acc[j], v, e);
+    }
+  }
+};
 
 // Merges the statistics of the SPLIT threads of each row (threadIdx.y) through shared memory;
 // every thread ends with its row's totals.
@@ -460,81 +538,91 @@ __device__ __forceinline__ void split_merge(float* acc, float (*partial)[SPLIT][
     for (int i = 0; i < Op::kStats; ++i) other[i] = partial[i][t][threadIdx.x];
     merge<Op, P, MATH>(acc, other);
   }
-  __syncthreads();  // partial is reused by the next pass
+  __syncthreads();  // partial is reused by the next row and the next pass
 }
 
-// This thread's elements of a row are e = threadIdx.y + j * SPLIT; the first CACHE of them are
-// loaded once, in pass 0, and kept in registers for the later passes and the output pass.
-template <class Op, int P, int MATH, int ROWS, int SPLIT, int CACHE>
-__device__ __forceinline__ void split_passes(const KernelArgs& a, Row<Op>& row, bool valid, float (&cache)[CACHE > 0 ? CACHE : 1][1][Op::kIn],
+// This thread's elements of its rows are e = threadIdx.y + j * SPLIT; the first CACHE of them
+// are loaded once, in pass 0, and kept in registers for the later passes and the output pass.
+template <class Op, int P, int MATH, int ROWS, int SPLIT, int CACHE, int R>
+__device__ __forceinline__ void split_passes(const KernelArgs& a, Rows<Op, R>& rows, bool valid,
+                                             float (&cache)[CACHE > 0 ? CACHE : 1][R][Op::kIn],
                                              float (*partial)[SPLIT][ROWS]) {
   if constexpr (P < Op::kPasses) {
-    float acc[Op::kStats > 0 ? Op::kStats : 1];
-    init_stats<Op>(acc);
+    float acc[R][Op::kStats > 0 ? Op::kStats : 1];
+#pragma unroll
+    for (int j = 0; j < R; ++j) init_stats<Op>(acc[j]);
     if (valid) {
       if (P == 0) {
 #pragma unroll
-        for (int j = 0; j < CACHE; ++j)
-          if (threadIdx.y + (long long)j * SPLIT < a.k) row.template load<1>(a, threadIdx.y + (long long)j * SPLIT, cache[j]);
+        for (int c = 0; c < CACHE; ++c)
+          if (threadIdx.y + (long long)c * SPLIT < a.k) rows.load(threadIdx.y + (long long)c * SPLIT, cache[c]);
       }
 #pragma unroll
-      for (int j = 0; j < CACHE; ++j) {
-        if (threadIdx.y + (long long)j * SPLIT >= a.k) continue;
-        float v[Op::kStats];
-        Op::template values<P, MATH>(cache[j][0], row.red, v);
-        fold<Op, P, MATH>(acc, v, threadIdx.y + (long long)j * SPLIT);
-      }
+      for (int c = 0; c < CACHE; ++c)
+        if (threadIdx.y + (long long)c * SPLIT < a.k)
+          rows.template fold_all<P, MATH>(acc, cache[c], threadIdx.y + (long long)c * SPLIT);
 #pragma unroll 4
       for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
-        float x[1][Op::kIn];
-        row.template load<1>(a, e, x);
-        float v[Op::kStats];
-        Op::template values<P, MATH>(x[0], row.red, v);
-        fold<Op, P, MATH>(acc, v, e);
+        float x[R][Op::kIn];
+        rows.load(e, x);
+        rows.template fold_all<P, MATH>(acc, x, e);
       }
     }
-    split_merge<Op, P, MATH, ROWS, SPLIT>(acc, partial);
-    Op::template after<P, MATH>(a, row.p, acc, row.red);
-    split_passes<Op, P + 1, MATH, ROWS, SPLIT, CACHE>(a, row, valid, cache, partial);
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      split_merge<Op, P, MATH, ROWS, SPLIT>(acc[j], partial);
+      Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
+    }
+    split_passes<Op, P + 1, MATH, ROWS, SPLIT, CACHE, R>(a, rows, valid, cache, partial);
   }
 }
 
-template <int ROWS, int SPLIT, int CACHE, int MATH, class Op>
+template <int ROWS, int SPLIT, int CACHE, int RVEC, int MATH, class Op>
 __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const KernelArgs a) {
   static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
+  static_assert(Op::kRowVec % RVEC == 0, "RVEC neighbouring rows must move as vectors (Op::kRowVec)");
+  constexpr int S = kScanSlots<Op>;
   __shared__ float partial[Op::kStats > 0 ? Op::kStats : 1][SPLIT][ROWS];
-  for (long long base = (long long)blockIdx.x * ROWS; base < a.numel; base += (long long)gridDim.x * ROWS) {
-    const long long o = base + threadIdx.x;
-    const bool valid = o < a.numel;
-    Row<Op> row(a, valid ? o : 0);
-    float cache[CACHE > 0 ? CACHE : 1][1][Op::kIn];
-    split_passes<Op, 0, MATH, ROWS, SPLIT, CACHE>(a, row, valid, cache, partial);
+  for (long long base = (long long)blockIdx.x * ROWS * RVEC; base < a.numel; base += (long long)gridDim.x * ROWS * RVEC) {
+    const long long o = base + (long long)threadIdx.x * RVEC;
+    const bool valid = o < a.numel;  // a.numel is a multiple of RVEC
+    Rows<Op, RVEC> rows(a, valid ? o : 0);
+    float cache[CACHE > 0 ? CACHE : 1][RVEC][Op::kIn];
+    split_passes<Op, 0, MATH, ROWS, SPLIT, CACHE, RVEC>(a, rows, valid, cache, partial);
     if (!valid) continue;  // no barrier follows in this iteration
-    if (threadIdx.y == 0) Op::store_reduced(a, o, row.p, row.red);
-    if (Op::kFullOut == 0) continue;
-    float sc[1][kScanSlots<Op>];
-    if (Op::kScans > 0) {  // in element order: the first of the row's threads alone
-      if (threadIdx.y != 0) continue;
-      for (int i = 0; i < kScanSlots<Op>; ++i) sc[0][i] = scan_identity<Op>(i);
-      for (long long e = 0; e < a.k; ++e) {
-        float x[1][Op::kIn];
-        row.template load<1>(a, e, x);
-        float sv[kScanSlots<Op>];
-        scan_inputs<Op, MATH>(x[0], row.red, true, sv);
+    if (threadIdx.y == 0)
 #pragma unroll
-        for (int i = 0; i < kScanSlots<Op>; ++i) sc[0][i] = scan_combine<Op>(i, sc[0][i], sv[i]);
-        row.template store<1, MATH>(a, e, x, sc);
+      for (int j = 0; j < RVEC; ++j) Op::store_reduced(a, o + j, rows.row[j].p, rows.row[j].red);
+    if (Op::kFullOut == 0) continue;
+    float sc[RVEC][S];
+    if (Op::kScans > 0) {  // in element order: the first of the rows' threads alone
+      if (threadIdx.y != 0) continue;
+#pragma unroll
+      for (int j = 0; j < RVEC; ++j)
+#pragma unroll
+        for (int i = 0; i < S; ++i) sc[j][i] = scan_identity<Op>(i);
+      for (long long e = 0; e < a.k; ++e) {
+        float x[RVEC][Op::kIn];
+        rows.load(e, x);
+#pragma unroll
+        for (int j = 0; j < RVEC; ++j) {
+          float sv[S];
+          scan_inputs<Op, MATH>(x[j], rows.row[j].red, true, sv);
+#pragma unroll
+          for (int i = 0; i < S; ++i) sc[j][i] = scan_combine<Op>(i, sc[j][i], sv[i]);
+        }
+        rows.template store<MATH>(e, x, sc);
       }
       continue;
     }
 #pragma unroll
-    for (int j = 0; j < CACHE; ++j)
-      if (threadIdx.y + (long long)j * SPLIT < a.k) row.template store<1, MATH>(a, threadIdx.y + (long long)j * SPLIT, cache[j], sc);
+    for (int c = 0; c < CACHE; ++c)
+      if (threadIdx.y + (long long)c * SPLIT < a.k) rows.template store<MATH>(threadIdx.y + (long long)c * SPLIT, cache[c], sc);
 #pragma unroll 4
     for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
-      float x[1][Op::kIn];
-      row.template load<1>(a, e, x);
-      row.template store<1, MATH>(a, e, x, sc);
+      float x[RVEC][Op::kIn];
+      rows.load(e, x);
+      rows.template store<MATH>(e, x, sc);
     }
   }
 }

@@ -19,9 +19,9 @@ inline LaunchDims reduce_split_launch(int block, int chunks, long long rows) { r
 // Its workspace: the statistics of every block, then a counter per row.
 inline long long reduce_split_workspace_bytes(long long rows, int stats) { return 4 * rows * ((long long)kMaxChunks * stats + 1); }
 
-// reduce_thread_kernel: `rows` rows per block, `split` threads per row.
-inline LaunchDims reduce_thread_launch(int rows, int split, long long outputs) {
-  LaunchDims d = reduce_launch(rows, ceil_div(outputs < 1 ? 1 : outputs, rows));
+// reduce_thread_kernel: `rows` x `rvec` rows per block, `split` threads per `rvec` rows.
+inline LaunchDims reduce_thread_launch(int rows, int split, int rvec, long long outputs) {
+  LaunchDims d = reduce_launch(rows, ceil_div(outputs < 1 ? 1 : outputs, (long long)rows * rvec));
   d.block[1] = (unsigned)split;
   return d;
 }

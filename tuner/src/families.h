@@ -45,8 +45,8 @@ class Family {
   // C++ expression computing the LaunchDims in the extension, in terms of `args` and p().
   virtual std::string launch_expr(const Group& g, const ParamText& p) const = 0;
   virtual double flops(const Group& g) const = 0;
-  // Whether a config may run under the precision policy (tf32 or fp32).
-  virtual bool allowed(const Config& c, const std::string& policy) const { return true; }
+  // Whether config c may run group g under the precision policy (tf32 or fp32).
+  virtual bool allowed(const Group& g, const Config& c, const std::string& policy) const { return true; }
   // Precision of the winning config's arithmetic (recorded with every result).
   virtual std::string precision(const Group& g, const Config& c) const { return "fp32"; }
 

@@ -138,8 +138,9 @@ void stage_compile(const Options& o) {
     std::vector<CompileJob> jobs;
     for (const Family* f : families_for(gr)) {
       const SearchSpace space = load_space(ctx, f->name());
-      for (const Config& c : space.enumerate())
-        if (f->has_kernel(gr, c)) jobs.push_back(candidate_job(gr, c, space.template_file));
+      for (const Config& c : space.enumerate())  // what the search would time under this policy
+        if (f->allowed(gr, c, o.precision) && f->has_kernel(gr, c))
+          jobs.push_back(candidate_job(gr, c, space.template_file));
     }
     for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
       ++total;

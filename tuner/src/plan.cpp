@@ -457,7 +457,7 @@ json Group::to_json() const {
   if (family == "conv") j["conv"] = conv.to_json();
   if (family == "reduce")
     j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs},
-                    {"scans", scans}, {"varying_inputs", varying_inputs}};
+                    {"scans", scans}, {"varying_inputs", varying_inputs}, {"row_vector", row_vector}};
   j["slots"] = json::array();
   for (const Slot& s : slots)
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
@@ -490,6 +490,7 @@ Group Group::from_json(const json& j) {
     g.full_outputs = r.value("full_outputs", 0);
     g.scans = r.value("scans", 0);
     g.varying_inputs = r.value("varying_inputs", 0);
+    g.row_vector = r.value("row_vector", 1);
   }
   for (const json& s : j.at("slots")) {
     const std::string access = s.at("access").get<std::string>();

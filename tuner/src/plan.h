@@ -54,8 +54,9 @@ struct Group {
   int bias_slot = -1;  // gemm: slot of a per-column bias that a library may add inside the product
   ConvParams conv;     // conv only: x in slot 0, the weight in slot 1
   // reduce: statistics per row, passes over each row, outputs per element (besides per row),
-  // scans along the row, inputs that change along a row (the others are per run or per row)
-  int stats = 0, passes = 0, full_outputs = 0, scans = 0, varying_inputs = 0;
+  // scans along the row, inputs that change along a row (the others are per run or per row),
+  // neighbouring rows that one thread can move as vectors (Op::kRowVec)
+  int stats = 0, passes = 0, full_outputs = 0, scans = 0, varying_inputs = 0, row_vector = 1;
   int full_slot = 0, n_full = 0, out_slot = 0;  // slot ranges the templates load/store
   std::string op_struct;  // generated `struct <id>_op { ... };`
 

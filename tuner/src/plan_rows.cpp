@@ -269,11 +269,16 @@ class RowCodegen {
   // kOneRun when every slot walks a row as one run of stride 1 or 0 (any start, any length),
   // kVec the widest V for which V elements from a multiple of V are one vector in every slot
   // otherwise (a row of runs, e.g. GroupNorm's channels with a per-channel weight).
+  // Across rows: kRowVec the widest V for which element r of rows o .. o + V - 1 (o a multiple of
+  // V) is one vector, or one shared value, in every slot loaded or stored per element (rows along
+  // an inner dimension, e.g. a norm over NCHW channels); row_stride is each slot's innermost kept
+  // stride (0, 1, 2: other).
   std::string offsets_fn(int kept) {
     std::string rows, elems;
     inner_.clear();
+    std::vector<int> row_inner;
     bool one_run = true;
-    int vec = 8;
+    int vec = 8, row_vec = 4;
     for (size_t s = 0; s < gr_.slots.size(); ++s) {
       const Layout& l = gr_.slots[s].layout;
       const Layout row_part{l.base, {l.sizes.begin(), l.sizes.begin() + kept}, {l.strides.begin(), l.strides.begin() + kept}, 0};
@@ -290,9 +295,24 @@ class RowCodegen {
         for (size_t d = 0; d + 1 < m.sizes.size() && ok && st == 1; ++d) ok = m.strides[d] % vec == 0;
         if (ok) break;
       }
+      const Layout r = merged_dims(row_part);
+      const int64_t rst = r.sizes.empty() ? 0 : r.strides.back();
+      row_inner.push_back(rst == 0 || rst == 1 ? (int)rst : 2);
+      const bool per_row = (int)s >= gr_.out_slot &&
+                           std::find(full_outs_.begin(), full_outs_.end(), (int)s - gr_.out_slot) == full_outs_.end();
+      const bool output = (int)s >= gr_.out_slot;
+      for (; row_vec > 1 && !per_row; row_vec /= 2) {
+        bool ok = gr_.m % row_vec == 0 && (rst == 1 || (rst == 0 && !output));
+        for (size_t d = 0; d + 1 < r.sizes.size() && ok && rst == 1; ++d) ok = r.strides[d] % row_vec == 0;
+        ok &= rst == 0 || r.sizes.back() % row_vec == 0;
+        for (size_t d = 0; d < m.sizes.size() && ok && rst == 1; ++d) ok = m.strides[d] % row_vec == 0;
+        if (ok) break;
+      }
     }
+    gr_.row_vector = row_vec;
     return "  static constexpr bool kOneRun = " + std::string(one_run ? "true" : "false") + ";\n" +
            "  static constexpr int kVec = " + std::to_string(vec) + ";\n" + table_fn("inner_stride", inner_) +
+           "  static constexpr int kRowVec = " + std::to_string(row_vec) + ";\n" + table_fn("row_stride", row_inner) +
            "  __device__ __forceinline__ static long long row_offset(int s, long long o) {\n    (void)o;\n" + rows +
            "    return 0;\n  }\n"
            "  __device__ __forceinline__ static long long elem_offset(int s, long long r) {\n    (void)r;\n" + elems +

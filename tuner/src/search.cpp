@@ -253,7 +253,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   for (const Family* f : families_for(g, &refused)) {
     const SearchSpace space = load_space(ctx, f->name());
     for (const Config& c : space.enumerate())
-      if (f->allowed(c, opt.precision)) configs.push_back(Candidate{f, space.template_file, c});
+      if (f->allowed(g, c, opt.precision)) configs.push_back(Candidate{f, space.template_file, c});
   }
   for (const auto& r : refused) progress.log(g.id + ": cannot run this group: " + r);
   const size_t space_size = configs.size();

@@ -101,11 +101,11 @@ TEST(Cublaslt, PrecisionPolicy) {
   // --precision fp32 leaves only full-fp32 cuBLASLt; every result says which one ran.
   const Family &tf32 = family_by_name("cublaslt_tf32"), &fp32 = family_by_name("cublaslt_fp32");
   const Config c{"cublaslt_tf32", {{"ALGO", 0}}};
-  EXPECT_TRUE(tf32.allowed(c, "tf32"));
-  EXPECT_FALSE(tf32.allowed(c, "fp32"));
-  EXPECT_TRUE(fp32.allowed(c, "fp32"));
-  EXPECT_TRUE(fp32.allowed(c, "tf32"));
   const Group g = linear_group({});
+  EXPECT_TRUE(tf32.allowed(g, c, "tf32"));
+  EXPECT_FALSE(tf32.allowed(g, c, "fp32"));
+  EXPECT_TRUE(fp32.allowed(g, c, "fp32"));
+  EXPECT_TRUE(fp32.allowed(g, c, "tf32"));
   EXPECT_EQ(tf32.precision(g, c), "tf32");
   EXPECT_EQ(fp32.precision(g, c), "fp32");
   EXPECT_EQ(tf32.library_call(g, c)["cublaslt"]["tf32"], true);

@@ -2,6 +2,7 @@
 // kernel pairs and model_new.py, then `fusetune build` compiling them against torch's headers.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <algorithm>
 #include <set>
 
 #include "emit.h"
@@ -26,7 +27,10 @@ void write_first_config_best(const Options& o, const Graph& g, const Plan& plan,
   json groups = json::array();
   for (const Group& gr : plan.groups) {
     const KernelChoice& k = kernels.at(gr.id);
-    const Config c = load_space(ctx, k.family).enumerate().front();
+    const std::vector<Config> space = load_space(ctx, k.family).enumerate();
+    const Config c = *std::find_if(space.begin(), space.end(), [&](const Config& c) {
+      return family_by_name(k.family).allowed(gr, c, "tf32");
+    });
     json group = gr.to_json();
     group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
     if (k.family.rfind("cublaslt", 0) == 0) {
@@ -134,7 +138,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
                        "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fusetune::reduce_cluster_smem_launch(tuned::CLUSTER, "
                        "tuned::BLOCK, args.numel, args.k, 1).shared_bytes);"),
             std::string::npos) << g3_cu;
-  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::CACHE, tuned::MATH,"),
+  EXPECT_NE(read_file(path_join(dir, "extension/kernels/g4.cu")).find("fusetune::reduce_thread_kernel<tuned::ROWS, tuned::SPLIT, tuned::CACHE, tuned::RVEC, tuned::MATH,"),
             std::string::npos);
   EXPECT_NE(read_file(path_join(dir, "extension/kernels/g5.cu")).find("fusetune::reduce_split_kernel<tuned::BLOCK, tuned::ILP, tuned::VEC, tuned::CHUNKS,"),
             std::string::npos);

@@ -440,6 +440,41 @@ TEST(Plan, NormOverChannelsAndASecondPass) {
   EXPECT_NE(gr.op_struct.find("full_out_slot(int i) { return i == 0 ? 1 : -1; }"), std::string::npos) << gr.op_struct;
 }
 
+// A norm over the channels of NCHW data: neighbouring rows are neighbours in memory, so one
+// thread of reduce_thread may move four rows as one vector (the per-channel weight is one value
+// for all of them); rows along the innermost dimension (x minus its row maximum) cannot, and reduce_thread's
+// RVEC 4 is not offered there.
+TEST(Plan, NeighbouringRowsMoveAsVectors) {
+  Graph g = G().value("x", {2, 3, 8}, "input")
+                .value("w", {3, 1}, "parameter")
+                .node("q", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {2, 3, 8})
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({1}), true}, {2, 1, 8})
+                .node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("m")}, {2, 3, 8})
+                .node("z", "aten.mul.Tensor", {G::ref("y"), G::ref("w")}, {2, 3, 8})
+                .node("a", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({2}), true}, {2, 3, 1})
+                .node("s", "aten.sub.Tensor", {G::ref("x"), G::ref("a")}, {2, 3, 8})
+                .build({"z", "s"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& norm = p.groups[0];
+  EXPECT_EQ(accesses(norm), (std::vector<std::string>{"x:strided", "w:strided", "z:output"}));
+  EXPECT_EQ(norm.row_vector, 4);
+  EXPECT_NE(norm.op_struct.find("kRowVec = 4;"), std::string::npos) << norm.op_struct;
+  EXPECT_NE(norm.op_struct.find("row_stride(int i) { return i == 0 ? 1 : i == 1 ? 0 : i == 2 ? 1 : -1; }"),
+            std::string::npos) << norm.op_struct;
+  EXPECT_EQ(Group::from_json(norm.to_json()).row_vector, 4);
+  EXPECT_EQ(p.groups[1].row_vector, 1);
+  EXPECT_NE(p.groups[1].op_struct.find("kRowVec = 1;"), std::string::npos) << p.groups[1].op_struct;
+  const Family& thread = family_by_name("reduce_thread");
+  const Config rvec4{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"RVEC", 4}, {"MATH", 0}}};
+  EXPECT_TRUE(thread.allowed(norm, rvec4, "tf32"));
+  EXPECT_FALSE(thread.allowed(p.groups[1], rvec4, "tf32"));
+  const LaunchDims d = thread.launch(norm, rvec4);  // 16 rows, 128 per block
+  EXPECT_EQ(d.grid[0], 1u);
+  EXPECT_EQ(d.block[0], 32u);
+  EXPECT_EQ(d.block[1], 4u);
+}
+
 // Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;
 // the cluster kernel (a row kept on chip between reads) a row read more than once.
 TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {

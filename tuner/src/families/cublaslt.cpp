@@ -91,7 +91,7 @@ class Cublaslt : public Family {
   int64_t workspace_bytes(const Group&) const override { return (int64_t)kCublasLtWorkspaceBytes; }
 
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
-  bool allowed(const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }
+  bool allowed(const Group&, const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }
   std::string precision(const Group&, const Config&) const override { return tf32_ ? "tf32" : "fp32"; }
 
  private:

@@ -176,7 +176,7 @@ class CudnnFamily : public Family {
     for (int64_t s : forward_out) outputs *= (double)s;
     return 2.0 * outputs * per_output;
   }
-  bool allowed(const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }
+  bool allowed(const Group&, const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }
   std::string precision(const Group&, const Config&) const override { return tf32_ ? "tf32" : "fp32"; }
 
  private:

@@ -19,7 +19,9 @@ class Elementwise : public Family {
     return "fusetune::elementwise_launch(" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", args.numel)";
   }
   double flops(const Group& g) const override { return (double)g.numel() * (double)g.ops.size(); }
-  bool allowed(const Config& c, const std::string& policy) const override { return policy != "fp32" || c.at("MATH") == 0; }
+  bool allowed(const Group&, const Config& c, const std::string& policy) const override {
+    return policy != "fp32" || c.at("MATH") == 0;
+  }
   std::string precision(const Group&, const Config& c) const override {
     return c.at("MATH") ? "fp32 (approximate transcendentals)" : "fp32";
   }

@@ -21,7 +21,9 @@ class ReduceKernel : public Family {
     return "#include \"" + template_file + "\"\n#include \"reduce_launch.h\"\n";
   }
   double flops(const Group& g) const override { return (double)g.m * (double)g.k * (double)g.ops.size(); }
-  bool allowed(const Config& c, const std::string& policy) const override { return policy != "fp32" || c.at("MATH") == 0; }
+  bool allowed(const Group&, const Config& c, const std::string& policy) const override {
+    return policy != "fp32" || c.at("MATH") == 0;
+  }
   std::string precision(const Group&, const Config& c) const override {
     return c.at("MATH") ? "fp32 (approximate transcendentals)" : "fp32";
   }
@@ -143,14 +145,18 @@ class ReduceThread : public ReduceKernel {
   std::string name() const override { return "reduce_thread"; }
   bool supports(const Group& g, std::string& why) const override { return !few_long_rows(g, why); }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("MATH") + ", " +
-           g.op_type() + ">";
+    return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("RVEC") + ", " +
+           p("MATH") + ", " + g.op_type() + ">";
+  }
+  // RVEC neighbouring rows per thread only where they move as vectors.
+  bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
+    return g.row_vector % c.at("RVEC") == 0 && ReduceKernel::allowed(g, c, policy);
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return reduce_thread_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), g.numel());
+    return reduce_thread_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), (int)c.at("RVEC"), g.numel());
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
-    return "fusetune::reduce_thread_launch(" + p("ROWS") + ", " + p("SPLIT") + ", args.numel)";
+    return "fusetune::reduce_thread_launch(" + p("ROWS") + ", " + p("SPLIT") + ", " + p("RVEC") + ", args.numel)";
   }
 };
 
