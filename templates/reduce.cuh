@@ -81,10 +81,11 @@ __device__ __forceinline__ void merge(float* acc, const float* other) {
       const bool take = kind == kStatArgMax ? arg_takes<true>(acc[p], acc[i], other[p], other[i])
                                             : arg_takes<false>(acc[p], acc[i], other[p], other[i]);
       if (take) acc[i] = other[i];
-    } else {
+    } else {  // the sum whose maximum is smaller is rescaled to the larger: one exponential
       const int p = Op::stat_partner(i);
-      const float mn = max_nan(acc[p], other[p]);
-      acc[i] = acc[i] * exp_rescale<MATH>(acc[p], mn) + other[i] * exp_rescale<MATH>(other[p], mn);
+      const bool up = other[p] > acc[p];  // NaN in either: r is NaN, and so is the sum
+      const float r = exp_rescale<MATH>(up ? acc[p] : other[p], up ? other[p] : acc[p]);
+      acc[i] = up ? acc[i] * r + other[i] : acc[i] + other[i] * r;
     }
   }
 }
