@@ -45,6 +45,10 @@ template <int MATH> __device__ __forceinline__ float expsum_value(float s, float
   return s * exp_rescale<MATH>(m, shift);
 }
 
+// x / r for a per-row r; MATH 1: x * (1 / r), the reciprocal computed once per row (within
+// 1.5 ulp of the quotient; a denormal r below 2^-128 gives an infinite reciprocal).
+template <int MATH> __device__ __forceinline__ float div_by_row(float x, float r) { return MATH ? x * (1.f / r) : x / r; }
+
 template <class Op> __device__ __forceinline__ float stat_identity(int i) {
   const int kind = Op::stat_kind(i);
   return kind == kStatMax ? -__int_as_float(0x7f800000)

@@ -135,14 +135,7 @@ void stage_compile(const Options& o) {
   ctx.configs_dir = o.configs_dir;
   int failed = 0, total = 0;
   for (const Group& gr : plan.groups) {
-    std::vector<CompileJob> jobs;
-    for (const Family* f : families_for(gr)) {
-      const SearchSpace space = load_space(ctx, f->name());
-      for (const Config& c : space.enumerate())  // what the search would time under this policy
-        if (f->allowed(gr, c, o.precision) && f->has_kernel(gr, c))
-          jobs.push_back(candidate_job(gr, c, space.template_file));
-    }
-    for (const auto& r : compiler.compile_all(jobs, o.search.workers, nullptr)) {
+    for (const auto& r : compiler.compile_all(compile_jobs(gr, ctx, o.precision), o.search.workers, nullptr)) {
       ++total;
       if (!r.ok) {
         ++failed;

@@ -167,7 +167,11 @@ class RowCodegen {
     if (s.scan >= 0) return "      const float " + s.var + " = sc[" + std::to_string(s.scan) + "];\n";
     const bool per_row = s.level == Level::Reduced;
     const ArgExpr arg = [&](size_t i, const char* kw) { return arg_expr(s, node_arg(*s.node, i, kw), per_row); };
-    const std::string expr = elementwise_expr(*s.node, arg);
+    std::string expr = elementwise_expr(*s.node, arg);
+    // An element divided by a per-row value (softmax's sum): under MATH 1 a multiplication by
+    // its reciprocal, which the compiler computes once per row.
+    if (!per_row && s.node->op == "aten.div.Tensor" && reduced_var(arg(1, "other")))
+      expr = "fusetune::div_by_row<MATH>(" + arg(0, "self") + ", " + arg(1, "other") + ")";
     return per_row ? "      " + s.var + " = " + expr + ";\n" : "      const float " + s.var + " = " + expr + ";\n";
   }
 

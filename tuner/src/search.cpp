@@ -246,6 +246,16 @@ CompileJob candidate_job(const Group& g, const Config& c, const std::string& tem
   return CompileJob{c.name(), src, kernel};
 }
 
+std::vector<CompileJob> compile_jobs(const Group& g, const SearchContext& ctx, const std::string& policy) {
+  std::vector<CompileJob> jobs;
+  for (const Family* f : families_for(g)) {
+    const SearchSpace space = load_space(ctx, f->name());
+    for (const Config& c : space.enumerate())
+      if (f->allowed(g, c, policy) && f->has_kernel(g, c)) jobs.push_back(candidate_job(g, c, space.template_file));
+  }
+  return jobs;
+}
+
 json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index, int count) {
   const auto start = Clock::now();
   std::vector<Candidate> configs;  // every family that can run the group competes

@@ -42,6 +42,8 @@ struct SearchContext {
 
 // The candidate sources of a group for one config (what NVRTC compiles, what the extension includes).
 CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file);
+// The NVRTC jobs of every candidate the search of group g may time under the precision policy.
+std::vector<CompileJob> compile_jobs(const Group& g, const SearchContext& ctx, const std::string& policy);
 SearchSpace load_space(const SearchContext& ctx, const std::string& family);
 
 // Searches one group; returns its best.json entry (with every candidate's outcome).

@@ -28,16 +28,12 @@ int workers() { return std::max(2L, ::sysconf(_SC_NPROCESSORS_ONLN)); }
 
 using G = GraphBuilder;
 
-// Every candidate of the group's family space must compile.
+// Every candidate the search of the group may time (under the tf32 policy, which allows all that
+// fp32 does) must compile.
 void compile_space(const Group& g, const Compiler& c) {
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
-  std::vector<CompileJob> jobs;
-  for (const Family* f : families_for(g)) {
-    const SearchSpace space = load_space(ctx, f->name());
-    for (const Config& cfg : space.enumerate())
-      if (f->has_kernel(g, cfg)) jobs.push_back(candidate_job(g, cfg, space.template_file));
-  }
+  const std::vector<CompileJob> jobs = compile_jobs(g, ctx, "tf32");
   ASSERT_GT(jobs.size(), 0u);
   for (const auto& r : c.compile_all(jobs, workers(), nullptr)) {
     EXPECT_TRUE(r.ok) << r.name << "\n" << r.log;
@@ -124,6 +120,27 @@ TEST(Compile, EveryReduceInstance) {
     ASSERT_EQ(gr.family, "reduce");
     compile_space(gr, c);
   }
+}
+
+TEST(Compile, EveryReduceInstanceOverNeighbouringRows) {
+  // A norm over the channels of NCHW-like data with a per-channel weight and the channels'
+  // argmax: reduce_thread's RVEC 4 (four rows per thread as one vector) runs here.
+  G b;
+  b.value("x", {3, 5, 8}, "input").value("w", {5, 1}, "parameter")
+      .node("q", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {3, 5, 8})
+      .node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({1}), true}, {3, 1, 8})
+      .node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("m")}, {3, 5, 8})
+      .node("z", "aten.mul.Tensor", {G::ref("y"), G::ref("w")}, {3, 5, 8})
+      .node("i", "aten.argmax.default", std::vector<json>{G::ref("x"), 1}, {3, 8})
+      .values_dtype("i", "int64");
+  const Plan p = plan_graph(b.build({"z", "i"}));
+  const Compiler c(templates(), "sm_90", temp_dir("reduce_rows"));
+  int vectors = 0;
+  for (const Group& gr : p.groups) {
+    vectors += gr.row_vector == 4;
+    compile_space(gr, c);
+  }
+  EXPECT_GT(vectors, 0);
 }
 
 TEST(Compile, EveryReduceInstanceWithArgs) {

@@ -395,6 +395,7 @@ TEST(Plan, SoftmaxIsOneGroupWithAnOnlineSum) {
   EXPECT_NE(op.find("stat_kind(int i) { return i == 0 ? 1 : i == 1 ? 3 : -1; }"), std::string::npos) << op;
   EXPECT_NE(op.find("v[0] = x[0];\n      v[1] = x[0];"), std::string::npos) << op;
   EXPECT_NE(op.find("red[1] = fusetune::expsum_value<MATH>(s[1], s[0], red[0]);"), std::string::npos) << op;
+  EXPECT_NE(op.find("const float v2 = fusetune::div_by_row<MATH>(v1, red[1]);"), std::string::npos) << op;
   EXPECT_NE(op.find("y[0] = v2;"), std::string::npos) << op;
 }
 
