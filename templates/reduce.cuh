@@ -527,23 +527,33 @@ template <class Op, int R> struct Rows {
   }
 };
 
-// Merges the statistics of the SPLIT threads of each row (threadIdx.y) through shared memory;
-// every thread ends with its row's totals.
-template <class Op, int P, int MATH, int ROWS, int SPLIT>
-__device__ __forceinline__ void split_merge(float* acc, float (*partial)[SPLIT][ROWS]) {
+// Shared memory of split_merge: the statistics of every thread's R rows.
+template <class Op, int ROWS, int SPLIT, int R>
+using SplitPartial = float[R][Op::kStats > 0 ? Op::kStats : 1][SPLIT][ROWS];
+
+// Merges the statistics of the SPLIT threads sharing each of the R rows (threadIdx.y) through
+// shared memory, all R rows in one round; every thread ends with its rows' totals.
+template <class Op, int P, int MATH, int ROWS, int SPLIT, int R>
+__device__ __forceinline__ void split_merge(float (*acc)[Op::kStats > 0 ? Op::kStats : 1],
+                                            SplitPartial<Op, ROWS, SPLIT, R>& partial) {
   if (SPLIT == 1) return;
 #pragma unroll
-  for (int i = 0; i < Op::kStats; ++i) partial[i][threadIdx.y][threadIdx.x] = acc[i];
+  for (int j = 0; j < R; ++j)
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) partial[j][i][threadIdx.y][threadIdx.x] = acc[j][i];
   __syncthreads();
-  init_stats<Op>(acc);
 #pragma unroll
-  for (int t = 0; t < SPLIT; ++t) {
-    float other[Op::kStats];
+  for (int j = 0; j < R; ++j) {
+    init_stats<Op>(acc[j]);
 #pragma unroll
-    for (int i = 0; i < Op::kStats; ++i) other[i] = partial[i][t][threadIdx.x];
-    merge<Op, P, MATH>(acc, other);
+    for (int t = 0; t < SPLIT; ++t) {
+      float other[Op::kStats];
+#pragma unroll
+      for (int i = 0; i < Op::kStats; ++i) other[i] = partial[j][i][t][threadIdx.x];
+      merge<Op, P, MATH>(acc[j], other);
+    }
   }
-  __syncthreads();  // partial is reused by the next row and the next pass
+  __syncthreads();  // partial is reused by the next pass
 }
 
 // This thread's elements of its rows are e = threadIdx.y + j * SPLIT; the first CACHE of them
@@ -551,7 +561,7 @@ __device__ __forceinline__ void split_merge(float* acc, float (*partial)[SPLIT][
 template <class Op, int P, int MATH, int ROWS, int SPLIT, int CACHE, int R>
 __device__ __forceinline__ void split_passes(const KernelArgs& a, Rows<Op, R>& rows, bool valid,
                                              float (&cache)[CACHE > 0 ? CACHE : 1][R][Op::kIn],
-                                             float (*partial)[SPLIT][ROWS]) {
+                                             SplitPartial<Op, ROWS, SPLIT, R>& partial) {
   if constexpr (P < Op::kPasses) {
     float acc[R][Op::kStats > 0 ? Op::kStats : 1];
 #pragma unroll
@@ -573,11 +583,9 @@ __device__ __forceinline__ void split_passes(const KernelArgs& a, Rows<Op, R>& r
         rows.template fold_all<P, MATH>(acc, x, e);
       }
     }
+    split_merge<Op, P, MATH, ROWS, SPLIT, R>(acc, partial);
 #pragma unroll
-    for (int j = 0; j < R; ++j) {
-      split_merge<Op, P, MATH, ROWS, SPLIT>(acc[j], partial);
-      Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
-    }
+    for (int j = 0; j < R; ++j) Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
     split_passes<Op, P + 1, MATH, ROWS, SPLIT, CACHE, R>(a, rows, valid, cache, partial);
   }
 }
@@ -587,7 +595,7 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
   static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
   static_assert(Op::kRowVec % RVEC == 0, "RVEC neighbouring rows must move as vectors (Op::kRowVec)");
   constexpr int S = kScanSlots<Op>;
-  __shared__ float partial[Op::kStats > 0 ? Op::kStats : 1][SPLIT][ROWS];
+  __shared__ SplitPartial<Op, ROWS, SPLIT, RVEC> partial;
   for (long long base = (long long)blockIdx.x * ROWS * RVEC; base < a.numel; base += (long long)gridDim.x * ROWS * RVEC) {
     const long long o = base + (long long)threadIdx.x * RVEC;
     const bool valid = o < a.numel;  // a.numel is a multiple of RVEC

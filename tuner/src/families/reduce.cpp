@@ -5,6 +5,8 @@
 // can keep short rows in registers between passes (rows along outer or middle dimensions, where
 // neighbouring rows are neighbours in memory), and a thread-block cluster per row, which keeps
 // long rows in registers or in shared memory between passes.
+#include <algorithm>
+
 #include "families.h"
 #include "reduce_launch.h"
 
@@ -148,9 +150,11 @@ class ReduceThread : public ReduceKernel {
     return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("RVEC") + ", " +
            p("MATH") + ", " + g.op_type() + ">";
   }
-  // RVEC neighbouring rows per thread only where they move as vectors.
+  // RVEC neighbouring rows per thread only where they move as vectors, and split_merge's shared
+  // memory (the statistics of every thread's rows) within the 48 KB a kernel has statically.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
-    return g.row_vector % c.at("RVEC") == 0 && ReduceKernel::allowed(g, c, policy);
+    const int64_t partial = 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
+    return g.row_vector % c.at("RVEC") == 0 && partial <= 48 * 1024 && ReduceKernel::allowed(g, c, policy);
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return reduce_thread_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), (int)c.at("RVEC"), g.numel());
