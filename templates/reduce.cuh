@@ -14,9 +14,9 @@
 // reduce_thread_kernel: ROWS x RVEC neighbouring rows per block (coalesced across rows when the
 // reduced dimensions are outer ones; RVEC of them per thread, moved as vectors), SPLIT threads
 // sharing each thread's rows, the first CACHE elements of each thread kept in registers so that
-// short rows are read from memory once whatever the number of passes; reduce_split_kernel: CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel:
-// a thread-block cluster per row, the row kept in its registers between passes. MATH: see
-// fused_math.cuh.
+// short rows are read from memory once whatever the number of passes; reduce_split_kernel:
+// CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel: a thread-block cluster per
+// row, the row kept in its registers between passes. MATH: see fused_math.cuh.
 #pragma once
 #include "elementwise.cuh"
 #include "fused_math.cuh"
@@ -468,7 +468,9 @@ template <class Op, int R> struct Rows {
     for (int o = 0; o < Op::kFullOut; ++o) vec &= aligned(row[0].p[Op::full_out_slot(o)]);
   }
 
-  static __device__ __forceinline__ bool aligned(const float* p) { return (unsigned long long)p % (R * sizeof(float)) == 0; }
+  static __device__ __forceinline__ bool aligned(const float* p) {
+    return (unsigned long long)p % (R * sizeof(float)) == 0;
+  }
 
   // x[j][s] = element e of row j in input slot s.
   __device__ __forceinline__ void load(long long e, float (&x)[R][Op::kIn]) const {

@@ -443,8 +443,8 @@ TEST(Plan, NormOverChannelsAndASecondPass) {
 
 // A norm over the channels of NCHW data: neighbouring rows are neighbours in memory, so one
 // thread of reduce_thread may move four rows as one vector (the per-channel weight is one value
-// for all of them); rows along the innermost dimension (x minus its row maximum) cannot, and reduce_thread's
-// RVEC 4 is not offered there.
+// for all of them); rows along the innermost dimension (x minus its row maximum) cannot, and
+// reduce_thread's RVEC 4 is not offered there.
 TEST(Plan, NeighbouringRowsMoveAsVectors) {
   Graph g = G().value("x", {2, 3, 8}, "input")
                 .value("w", {3, 1}, "parameter")
