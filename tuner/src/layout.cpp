@@ -80,7 +80,7 @@ const std::set<std::string> kViewOps = {
     "aten.view.default",     "aten._unsafe_view.default", "aten.reshape.default", "aten.permute.default",
     "aten.t.default",        "aten.transpose.int",        "aten.expand.default",  "aten.unsqueeze.default",
     "aten.squeeze.dim",      "aten.squeeze.dims",         "aten.squeeze.default", "aten.slice.Tensor",
-    "aten.select.int"};
+    "aten.select.int",       "aten.flip.default"};
 
 // PyTorch's computeStride: strides for viewing (sizes, strides) as new_sizes without a copy.
 std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& sizes,
@@ -188,6 +188,12 @@ std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vec
     r.offset += idx * in.strides[d];
     r.sizes.erase(r.sizes.begin() + d);
     r.strides.erase(r.strides.begin() + d);
+  } else if (op == "aten.flip.default") {  // a negative stride from the last element on
+    for (int64_t d : n.args.at(1).get<std::vector<int64_t>>()) {
+      d = wrap_dim(d, rank);
+      r.offset += (in.sizes[d] - 1) * in.strides[d];
+      r.strides[d] = -in.strides[d];
+    }
   } else {
     FT_THROW("not a view op: " + op);
   }

@@ -41,6 +41,17 @@ Emit compare(const std::string& opr) {
   };
 }
 
+// clamp(self, min, max) with either bound a number or a tensor, or absent.
+Emit clamp() {
+  return [](const ArgExpr& a) {
+    std::string e = req(a, 0, "self");
+    const std::string lo = a(1, "min"), hi = a(2, "max");
+    if (!lo.empty()) e = "fusetune::clamp_min(" + e + ", " + lo + ")";
+    if (!hi.empty()) e = "fusetune::clamp_max(" + e + ", " + hi + ")";
+    return e;
+  };
+}
+
 // add/sub with alpha: self +/- alpha * other.
 Emit add_like(const std::string& opr) {
   return [opr](const ArgExpr& a) {
@@ -98,14 +109,8 @@ const std::map<std::string, Emit>& table() {
          return "fusetune::clamp_max(fusetune::clamp_min(" + req(a, 0, "self") + ", " + opt(a, 1, "min_val", "-1.f") + "), " +
                 opt(a, 2, "max_val", "1.f") + ")";
        }},
-      {"aten.clamp.default",
-       [](const ArgExpr& a) {
-         std::string e = req(a, 0, "self");
-         const std::string lo = a(1, "min"), hi = a(2, "max");
-         if (!lo.empty()) e = "fusetune::clamp_min(" + e + ", " + lo + ")";
-         if (!hi.empty()) e = "fusetune::clamp_max(" + e + ", " + hi + ")";
-         return e;
-       }},
+      {"aten.clamp.default", clamp()},
+      {"aten.clamp.Tensor", clamp()},
       {"aten.clamp_min.default", [](const ArgExpr& a) { return "fusetune::clamp_min(" + req(a, 0, "self") + ", " + req(a, 1, "min") + ")"; }},
       {"aten.clamp_max.default", [](const ArgExpr& a) { return "fusetune::clamp_max(" + req(a, 0, "self") + ", " + req(a, 1, "max") + ")"; }},
       {"aten.pow.Tensor_Scalar", [](const ArgExpr& a) { return "fusetune::pow_(" + req(a, 0, "self") + ", " + req(a, 1, "exponent") + ")"; }},
@@ -133,6 +138,7 @@ const std::map<std::string, Emit>& table() {
       {"aten.le.Scalar", compare("<=")}, {"aten.le.Tensor", compare("<=")},
       {"aten.eq.Scalar", compare("==")}, {"aten.eq.Tensor", compare("==")},
       {"aten.ne.Scalar", compare("!=")}, {"aten.ne.Tensor", compare("!=")},
+      {"aten.isnan.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " != " + req(a, 0, "self") + ")"; }},
       {"aten.logical_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
       {"aten.where.self",
        [](const ArgExpr& a) {

@@ -100,7 +100,7 @@ Group finalize_group(Building& b) {
         if (a.is_string()) return a.get<std::string>();
         return "";
       };
-      if (s.gather_stride >= 0) {  // the input through its view, plus index * stride along the gathered dimension
+      if (s.gather_extent > 0) {  // the input through its view, plus index * stride along the gathered dimension
         const Layout& view = s.loaded_operands.at(value_ref(n.args.at(0)));
         const std::string at = s.var + "_at";
         body += "    const long long " + at + " = " + arg(2, "index") + ";\n    if ((unsigned long long)" + at +

@@ -293,9 +293,9 @@ class RowCodegen {
       const Layout m = merged_dims(elem_part);
       const int64_t st = m.sizes.empty() ? 0 : m.strides.back();
       inner_.push_back(st == 0 || st == 1 ? (int)st : 2);
-      one_run &= m.sizes.size() <= 1 && st <= 1;
+      one_run &= m.sizes.size() <= 1 && (st == 0 || st == 1);  // not a reversed run (a flip)
       for (; vec > 1; vec /= 2) {
-        bool ok = !m.sizes.empty() && st <= 1 && m.sizes.back() % vec == 0;
+        bool ok = !m.sizes.empty() && (st == 0 || st == 1) && m.sizes.back() % vec == 0;
         for (size_t d = 0; d + 1 < m.sizes.size() && ok && st == 1; ++d) ok = m.strides[d] % vec == 0;
         if (ok) break;
       }

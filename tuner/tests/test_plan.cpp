@@ -554,6 +554,29 @@ TEST(Plan, RowsOfRunsMoveInVectors) {
   EXPECT_EQ(p.groups[0].varying_inputs, 1);  // x; w is one value per run
 }
 
+// A reversed cumsum as models write it (flip, cumsum, flip): the scan reads x through a negative
+// stride from each row's last element, element by element (a reversed run is no vector), and
+// the flip of its result is a copy.
+TEST(Plan, ReversedScanReadsThroughANegativeStride) {
+  Graph g = G().value("x", {3, 8}, "input")
+                .node("f", "aten.flip.default", std::vector<json>{G::ref("x"), json::array({-1})}, {3, 8})
+                .node("c", "aten.cumsum.default", std::vector<json>{G::ref("f"), 1}, {3, 8})
+                .node("r", "aten.flip.default", std::vector<json>{G::ref("c"), json::array({1})}, {3, 8})
+                .build({"r"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& scan = p.groups[0];
+  EXPECT_EQ(scan.family, "reduce");
+  EXPECT_EQ(scan.slots[0].layout.strides, (std::vector<int64_t>{8, -1}));
+  EXPECT_EQ(scan.slots[0].layout.offset, 7);
+  const std::string& op = scan.op_struct;
+  EXPECT_NE(op.find("kOneRun = false;"), std::string::npos) << op;
+  EXPECT_NE(op.find("kVec = 1;"), std::string::npos) << op;
+  EXPECT_NE(op.find("if (s == 0) return ((long long)(unsigned)r * -1);"), std::string::npos) << op;
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(p.groups[1].slots[0].layout.strides, (std::vector<int64_t>{8, -1}));
+}
+
 // The cluster kernels' launch: a cluster per row; the shared-memory one gives each block its
 // part of the row (whole float4) for every varying input, at most 200 KB.
 TEST(Plan, ClusterLaunchSizesItsSharedMemory) {
