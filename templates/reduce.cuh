@@ -16,7 +16,9 @@
 // sharing each thread's rows, the first CACHE elements of each thread kept in registers so that
 // short rows are read from memory once whatever the number of passes; reduce_split_kernel:
 // CHUNKS blocks per row (few rows, one pass); reduce_cluster_kernel: a thread-block cluster per
-// row, the row kept in its registers between passes. MATH: see fused_math.cuh.
+// row, the row kept in its registers between passes (reduce_cluster_smem_kernel: in shared
+// memory); reduce_tile_kernel: as reduce_thread_kernel with a block's rows kept whole in shared
+// memory. MATH: see fused_math.cuh.
 #pragma once
 #include "elementwise.cuh"
 #include "fused_math.cuh"
@@ -473,24 +475,26 @@ template <class Op, int R> struct Rows {
   }
 
   // x[j][s] = element e of row j in input slot s.
+  __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[R][Op::kIn]) const {
+    const long long off = Op::elem_offset(s, e);
+    if (vec && Op::row_stride(s) == 1) {
+      float v[R];
+      load_vec<R>(row[0].p[s] + off, v);
+#pragma unroll
+      for (int j = 0; j < R; ++j) x[j][s] = v[j];
+    } else if (vec && Op::row_stride(s) == 0) {
+      const float v = row[0].p[s][off];
+#pragma unroll
+      for (int j = 0; j < R; ++j) x[j][s] = v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < R; ++j) x[j][s] = row[j].p[s][off];
+    }
+  }
+
   __device__ __forceinline__ void load(long long e, float (&x)[R][Op::kIn]) const {
 #pragma unroll
-    for (int s = 0; s < Op::kIn; ++s) {
-      const long long off = Op::elem_offset(s, e);
-      if (vec && Op::row_stride(s) == 1) {
-        float v[R];
-        load_vec<R>(row[0].p[s] + off, v);
-#pragma unroll
-        for (int j = 0; j < R; ++j) x[j][s] = v[j];
-      } else if (vec && Op::row_stride(s) == 0) {
-        const float v = row[0].p[s][off];
-#pragma unroll
-        for (int j = 0; j < R; ++j) x[j][s] = v;
-      } else {
-#pragma unroll
-        for (int j = 0; j < R; ++j) x[j][s] = row[j].p[s][off];
-      }
-    }
+    for (int s = 0; s < Op::kIn; ++s) load_slot(s, e, x);
   }
 
   // Computes and stores the Full outputs of element e of every row, given the scans there.
@@ -922,6 +926,104 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_
   constexpr int kVarying = varying_inputs<Op>() > 0 ? varying_inputs<Op>() : 1;
   const long long capacity = (long long)(bytes / (sizeof(float) * kVarying));
   cluster_rows<Op, CLUSTER, BLOCK, VEC>(a, SmemRow<Op, MATH, CLUSTER, BLOCK, ILP, VEC>{a, reinterpret_cast<float*>(row_mem), capacity});
+}
+
+// ---- reduce_tile_kernel: the ROWS x RVEC neighbouring rows of a block kept whole in dynamic
+// shared memory (their inputs that vary along the row), so that rows are read from memory once
+// whatever the number of passes while each thread holds few registers and many blocks share an
+// SM (norms over the channels of NCHW data: short rows whose neighbours are neighbours in
+// memory). Thread (x, y) moves rows x * RVEC .. x * RVEC + RVEC - 1 of the block (as in
+// reduce_thread_kernel), elements y, y + SPLIT, ...; it reads back only what it stored, so the
+// tile needs no barrier. No scans.
+
+// The tile: [varying input][element][ROWS x R], each thread's R rows side by side.
+template <class Op, int ROWS, int R> struct Tile {
+  float* mem;
+  long long k;
+
+  __device__ __forceinline__ float* at(int s, long long e) const {
+    return mem + ((long long)varying_index<Op>(s) * k + e) * (ROWS * R) + threadIdx.x * R;
+  }
+  __device__ __forceinline__ void put(long long e, const float (&x)[R][Op::kIn]) const {
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      if (Op::inner_stride(s) == 0) continue;
+      float v[R];
+#pragma unroll
+      for (int j = 0; j < R; ++j) v[j] = x[j][s];
+      store_vec<R>(at(s, e), v);
+    }
+  }
+  // x as Rows::load gives it: the varying inputs from the tile, the others from memory.
+  __device__ __forceinline__ void get(const Rows<Op, R>& rows, long long e, float (&x)[R][Op::kIn]) const {
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      if (Op::inner_stride(s) == 0) {
+        rows.load_slot(s, e, x);
+        continue;
+      }
+      float v[R];
+      load_vec<R>(at(s, e), v);
+#pragma unroll
+      for (int j = 0; j < R; ++j) x[j][s] = v[j];
+    }
+  }
+};
+
+template <class Op, int P, int MATH, int ROWS, int SPLIT, int R>
+__device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& rows, const Tile<Op, ROWS, R>& tile,
+                                            bool valid, SplitPartial<Op, ROWS, SPLIT, R>& partial) {
+  if constexpr (P < Op::kPasses) {
+    float acc[R][Op::kStats > 0 ? Op::kStats : 1];
+#pragma unroll
+    for (int j = 0; j < R; ++j) init_stats<Op>(acc[j]);
+    if (valid) {
+#pragma unroll 4
+      for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
+        float x[R][Op::kIn];
+        if (P == 0) {
+          rows.load(e, x);
+          tile.put(e, x);
+        } else {
+          tile.get(rows, e, x);
+        }
+        rows.template fold_all<P, MATH>(acc, x, e);
+      }
+    }
+    split_merge<Op, P, MATH, ROWS, SPLIT, R>(acc, partial);
+#pragma unroll
+    for (int j = 0; j < R; ++j) Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
+    tile_passes<Op, P + 1, MATH, ROWS, SPLIT, R>(a, rows, tile, valid, partial);
+  }
+}
+
+template <int ROWS, int SPLIT, int RVEC, int MATH, class Op>
+__global__ void __launch_bounds__(ROWS * SPLIT) reduce_tile_kernel(const KernelArgs a) {
+  static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
+  static_assert(Op::kRowVec % RVEC == 0, "RVEC neighbouring rows must move as vectors (Op::kRowVec)");
+  static_assert(Op::kScans == 0, "no scans");
+  extern __shared__ float4 tile_mem[];
+  __shared__ SplitPartial<Op, ROWS, SPLIT, RVEC> partial;
+  const Tile<Op, ROWS, RVEC> tile{reinterpret_cast<float*>(tile_mem), a.k};
+  for (long long base = (long long)blockIdx.x * ROWS * RVEC; base < a.numel; base += (long long)gridDim.x * ROWS * RVEC) {
+    const long long o = base + (long long)threadIdx.x * RVEC;
+    const bool valid = o < a.numel;  // a.numel is a multiple of RVEC
+    Rows<Op, RVEC> rows(a, valid ? o : 0);
+    tile_passes<Op, 0, MATH, ROWS, SPLIT, RVEC>(a, rows, tile, valid, partial);
+    if (!valid) continue;  // no barrier follows in this iteration
+    if (threadIdx.y == 0)
+#pragma unroll
+      for (int j = 0; j < RVEC; ++j) Op::store_reduced(a, o + j, rows.row[j].p, rows.row[j].red);
+    if (Op::kFullOut == 0) continue;
+    const float sc[RVEC][kScanSlots<Op>] = {};
+#pragma unroll 4
+    for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
+      float x[RVEC][Op::kIn];
+      if (Op::kPasses == 0) rows.load(e, x);
+      else tile.get(rows, e, x);
+      rows.template store<MATH>(e, x, sc);
+    }
+  }
 }
 
 }  // namespace fusetune

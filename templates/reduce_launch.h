@@ -26,6 +26,17 @@ inline LaunchDims reduce_thread_launch(int rows, int split, int rvec, long long 
   return d;
 }
 
+// reduce_tile_kernel: as reduce_thread_launch, with the dynamic shared memory that holds the
+// block's `rows` x `rvec` rows of k elements for each of the `varying` inputs.
+inline long long reduce_tile_bytes(int rows, int rvec, long long k, int varying) {
+  return 4LL * (varying < 1 ? 1 : varying) * k * rows * rvec;
+}
+inline LaunchDims reduce_tile_launch(int rows, int split, int rvec, long long outputs, long long k, int varying) {
+  LaunchDims d = reduce_thread_launch(rows, split, rvec, outputs);
+  d.shared_bytes = (unsigned)reduce_tile_bytes(rows, rvec, k, varying);
+  return d;
+}
+
 // reduce_cluster_kernel: `cluster` blocks per row (a multiple of the cluster size), grid-stride
 // over the rows beyond 2^31 - 1 blocks.
 inline LaunchDims reduce_cluster_launch(int cluster, int block, long long rows) {
@@ -35,12 +46,12 @@ inline LaunchDims reduce_cluster_launch(int cluster, int block, long long rows) 
 
 // reduce_cluster_smem_kernel: as reduce_cluster_launch, with the dynamic shared memory that
 // holds a block's part of the row (ceil(k / cluster), in whole float4) for each of the `varying`
-// inputs, at most kClusterRowSmem bytes (the rest of a longer row is read again in each pass).
-constexpr long long kClusterRowSmem = 200 * 1024;
+// inputs, at most kRowSmem bytes (the rest of a longer row is read again in each pass).
+constexpr long long kRowSmem = 200 * 1024;  // dynamic shared memory a row kernel asks for at most
 inline LaunchDims reduce_cluster_smem_launch(int cluster, int block, long long rows, long long k, int varying) {
   LaunchDims d = reduce_cluster_launch(cluster, block, rows);
   const long long n = varying < 1 ? 1 : varying, chunk = ((k + cluster - 1) / cluster + 3) / 4 * 4;
-  const long long most = kClusterRowSmem / (4 * n) / 4 * 4, kept = chunk < most ? chunk : most;
+  const long long most = kRowSmem / (4 * n) / 4 * 4, kept = chunk < most ? chunk : most;
   d.shared_bytes = (unsigned)(4 * n * (kept > 4 ? kept : 4));
   return d;
 }

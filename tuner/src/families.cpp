@@ -12,6 +12,7 @@ const Family& reduce_thread_family();
 const Family& reduce_split_family();
 const Family& reduce_cluster_family();
 const Family& reduce_cluster_smem_family();
+const Family& reduce_tile_family();
 const Family& cublaslt_tf32_family();
 const Family& cublaslt_fp32_family();
 const Family& cudnn_tf32_family();
@@ -20,7 +21,7 @@ const Family& cudnn_fp32_family();
 std::vector<const Family*> all_families() {
   return {&elementwise_family(), &gemm_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family(), &reduce_family(),
           &reduce_thread_family(), &reduce_split_family(), &reduce_cluster_family(),
-          &reduce_cluster_smem_family(), &cudnn_tf32_family(), &cudnn_fp32_family()};
+          &reduce_cluster_smem_family(), &reduce_tile_family(), &cudnn_tf32_family(), &cudnn_fp32_family()};
 }
 
 std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused) {

@@ -474,6 +474,19 @@ TEST(Plan, NeighbouringRowsMoveAsVectors) {
   EXPECT_EQ(d.grid[0], 1u);
   EXPECT_EQ(d.block[0], 32u);
   EXPECT_EQ(d.block[1], 4u);
+  // reduce_tile keeps a block's rows of x and w (the inputs that vary along a row) in shared
+  // memory: 8 x 4 rows of 3 elements each.
+  const Family& tile = family_by_name("reduce_tile");
+  const Config tile4{"reduce_tile", {{"ROWS", 8}, {"SPLIT", 16}, {"RVEC", 4}, {"MATH", 0}}};
+  EXPECT_TRUE(tile.allowed(norm, tile4, "tf32"));
+  EXPECT_FALSE(tile.allowed(p.groups[1], tile4, "tf32"));
+  const LaunchDims t = tile.launch(norm, tile4);
+  EXPECT_EQ(t.grid[0], 1u);
+  EXPECT_EQ(t.block[0], 8u);
+  EXPECT_EQ(t.block[1], 16u);
+  EXPECT_EQ(t.shared_bytes, 2u * 4 * 8 * 4 * 3);
+  EXPECT_EQ(tile.launch_expr(norm, [](const std::string& p) { return "tuned::" + p; }),
+            "fusetune::reduce_tile_launch(tuned::ROWS, tuned::SPLIT, tuned::RVEC, args.numel, args.k, 2)");
 }
 
 // Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;
@@ -493,13 +506,14 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   };
   std::vector<std::string> refused;
   EXPECT_EQ(names(p.groups[0], &refused),
-            (std::vector<std::string>{"reduce", "reduce_thread", "reduce_cluster", "reduce_cluster_smem"}));
+            (std::vector<std::string>{"reduce", "reduce_thread", "reduce_cluster", "reduce_cluster_smem", "reduce_tile"}));
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_NE(refused[0].find("reduce_split: needs one pass over each row and no per-element outputs"), std::string::npos);
   refused.clear();
   EXPECT_EQ(names(p.groups[1], &refused), (std::vector<std::string>{"reduce", "reduce_thread", "reduce_split"}));
   EXPECT_EQ(refused, (std::vector<std::string>{"reduce_cluster: reads each row once already",
-                                               "reduce_cluster_smem: reads each row once already"}));
+                                               "reduce_cluster_smem: reads each row once already",
+                                               "reduce_tile: reads each row once already"}));
   EXPECT_EQ(p.groups[1].m, 1);
   EXPECT_EQ(p.groups[1].k, 24);
   EXPECT_EQ(family_by_name("reduce_split").workspace_bytes(p.groups[1]), 4 * (512 + 1));
@@ -518,7 +532,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
   const std::vector<const Family*> fams = families_for(p.groups[0], &refused);
   ASSERT_EQ(fams.size(), 1u);
   EXPECT_EQ(fams[0]->name(), "reduce_split");
-  ASSERT_EQ(refused.size(), 4u);  // reduce, reduce_thread, both cluster kernels (one pass)
+  ASSERT_EQ(refused.size(), 5u);  // reduce, reduce_thread, both cluster kernels and the tile (one pass)
   EXPECT_EQ(refused[0], "reduce: 1 row(s) of 1048576 elements: a block per row would leave most of the GPU idle; "
                         "reduce_split takes this group");
 
@@ -528,7 +542,9 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
                        .build({"d"});
   const Plan q = plan_graph(two_pass);
   ASSERT_EQ(q.groups.size(), 1u);
-  EXPECT_EQ(families_for(q.groups[0], nullptr).size(), 4u);  // reduce, reduce_thread, both cluster kernels
+  refused.clear();
+  EXPECT_EQ(families_for(q.groups[0], &refused).size(), 4u);  // reduce, reduce_thread, both cluster kernels
+  EXPECT_EQ(refused.back(), "reduce_tile: 8 rows of 1048576 elements do not fit the shared memory of a block");
 }
 
 // A row made of runs (a GroupNorm row: channels of h * w elements, a weight per channel) moves
@@ -627,7 +643,8 @@ TEST(Plan, CumsumIsARowGroupWithAScan) {
   families_for(gr, &refused);
   EXPECT_EQ(refused, (std::vector<std::string>{"reduce_split: needs one pass over each row and no per-element outputs",
                                                "reduce_cluster: scans run in element order along the row",
-                                               "reduce_cluster_smem: scans run in element order along the row"}));
+                                               "reduce_cluster_smem: scans run in element order along the row",
+                                               "reduce_tile: scans run in element order along the row"}));
   EXPECT_NE(op.find("sv[0] = v0;"), std::string::npos) << op;
   EXPECT_NE(op.find("const float v1 = sc[0];"), std::string::npos) << op;
   EXPECT_EQ(p.groups[1].family, "reduce");

@@ -1,10 +1,11 @@
 // The reduce family: row groups (a reduction over any dimensions with the chain before it fused
 // into its loads and the chains after it fused, per row and per element; templates/reduce.cuh).
-// Five kernels compete: a block per row (long contiguous rows), several blocks per row (few
+// Six kernels compete: a block per row (long contiguous rows), several blocks per row (few
 // rows: a loss over a whole tensor), a block of neighbouring rows with a few threads each, which
 // can keep short rows in registers between passes (rows along outer or middle dimensions, where
-// neighbouring rows are neighbours in memory), and a thread-block cluster per row, which keeps
-// long rows in registers or in shared memory between passes.
+// neighbouring rows are neighbours in memory) or, reduce_tile, in shared memory, and a
+// thread-block cluster per row, which keeps long rows in registers or in shared memory between
+// passes.
 #include <algorithm>
 
 #include "families.h"
@@ -91,13 +92,34 @@ class ReduceSplit : public ReduceKernel {
   int64_t workspace_bytes(const Group& g) const override { return reduce_split_workspace_bytes(g.m, g.stats); }
 };
 
+// Over 48 KB of dynamic shared memory is an opt-in, once per kernel in the extension (the shapes
+// are fixed); the measuring worker opts in for any candidate that asks for more.
+std::string opt_in(const Family& f, const Group& g, const ParamText& p) {
+  return "  static const cudaError_t opt_in = cudaFuncSetAttribute(&" + f.kernel_instance(g, p) +
+         ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + f.launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n";
+}
+
+// Rows read more than once: the kernels that keep a row on chip between its reads.
+bool reads_rows_once(const Group& g, std::string& why) {
+  if (g.passes == 1 && g.full_outputs == 0) why = "reads each row once already";
+  return !why.empty();
+}
+
+// What the kernels with ROWS x RVEC neighbouring rows per block need: RVEC rows per thread only
+// where they move as vectors, and split_merge's shared memory (the statistics of every thread's
+// rows) within the 48 KB a kernel has statically.
+bool thread_rows_fit(const Group& g, const Config& c) {
+  const int64_t partial = 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
+  return g.row_vector % c.at("RVEC") == 0 && partial <= 48 * 1024;
+}
+
 // A thread-block cluster per row (sm_90), for rows read more than once (several passes, or
 // per-element outputs after the statistics) that no single SM can hold; no scans.
 class ClusterKernel : public ReduceKernel {
  public:
   bool supports(const Group& g, std::string& why) const override {
     if (g.scans > 0) why = "scans run in element order along the row";
-    else if (g.passes == 1 && g.full_outputs == 0) why = "reads each row once already";
+    else reads_rows_once(g, why);
     return why.empty();
   }
 };
@@ -134,11 +156,8 @@ class ReduceClusterSmem : public ClusterKernel {
     return "fusetune::reduce_cluster_smem_launch(" + p("CLUSTER") + ", " + p("BLOCK") + ", args.numel, args.k, " +
            std::to_string(g.varying_inputs) + ")";
   }
-  // Over 48 KB of dynamic shared memory is an opt-in, once per kernel (the shapes are fixed).
   std::string extension_launch(const Group& g, const ParamText& p) const override {
-    return "  static const cudaError_t opt_in = cudaFuncSetAttribute(&" + kernel_instance(g, p) +
-           ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n" +
-           ReduceKernel::extension_launch(g, p);
+    return opt_in(*this, g, p) + ReduceKernel::extension_launch(g, p);
   }
 };
 
@@ -150,11 +169,8 @@ class ReduceThread : public ReduceKernel {
     return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("RVEC") + ", " +
            p("MATH") + ", " + g.op_type() + ">";
   }
-  // RVEC neighbouring rows per thread only where they move as vectors, and split_merge's shared
-  // memory (the statistics of every thread's rows) within the 48 KB a kernel has statically.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
-    const int64_t partial = 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
-    return g.row_vector % c.at("RVEC") == 0 && partial <= 48 * 1024 && ReduceKernel::allowed(g, c, policy);
+    return thread_rows_fit(g, c) && ReduceKernel::allowed(g, c, policy);
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return reduce_thread_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), (int)c.at("RVEC"), g.numel());
@@ -164,7 +180,44 @@ class ReduceThread : public ReduceKernel {
   }
 };
 
+// The rows of a block kept whole in shared memory (reduce_tile_kernel): short rows read more than
+// once, with few registers per thread.
+class ReduceTile : public ReduceKernel {
+ public:
+  std::string name() const override { return "reduce_tile"; }
+  bool supports(const Group& g, std::string& why) const override {
+    if (g.scans > 0) why = "scans run in element order along the row";
+    else if (!reads_rows_once(g, why) && reduce_tile_bytes(8, 1, g.k, g.varying_inputs) > kRowSmem)
+      why = "8 rows of " + std::to_string(g.k) + " elements do not fit the shared memory of a block";
+    return why.empty();
+  }
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_tile_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("RVEC") + ", " + p("MATH") + ", " +
+           g.op_type() + ">";
+  }
+  bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
+    return thread_rows_fit(g, c) &&
+           reduce_tile_bytes((int)c.at("ROWS"), (int)c.at("RVEC"), g.k, g.varying_inputs) <= kRowSmem &&
+           ReduceKernel::allowed(g, c, policy);
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return reduce_tile_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), (int)c.at("RVEC"), g.numel(), g.k, g.varying_inputs);
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::reduce_tile_launch(" + p("ROWS") + ", " + p("SPLIT") + ", " + p("RVEC") + ", args.numel, args.k, " +
+           std::to_string(g.varying_inputs) + ")";
+  }
+  std::string extension_launch(const Group& g, const ParamText& p) const override {
+    return opt_in(*this, g, p) + ReduceKernel::extension_launch(g, p);
+  }
+};
+
 }  // namespace
+
+const Family& reduce_tile_family() {
+  static const ReduceTile f;
+  return f;
+}
 
 const Family& reduce_family() {
   static const Reduce f;
