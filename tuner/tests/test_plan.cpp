@@ -487,6 +487,14 @@ TEST(Plan, NeighbouringRowsMoveAsVectors) {
   EXPECT_EQ(t.shared_bytes, 2u * 4 * 8 * 4 * 3);
   EXPECT_EQ(tile.launch_expr(norm, [](const std::string& p) { return "tuned::" + p; }),
             "fusetune::reduce_tile_launch(tuned::ROWS, tuned::SPLIT, tuned::RVEC, args.numel, args.k, 2)");
+  // Rows of 2000 elements: 8 of them fit the 200 KB a row kernel asks for (128 KB for x and w),
+  // 32 do not.
+  Group wide = norm;
+  wide.k = 2000;
+  const Config tile8{"reduce_tile", {{"ROWS", 8}, {"SPLIT", 16}, {"RVEC", 1}, {"MATH", 0}}};
+  const Config tile32{"reduce_tile", {{"ROWS", 32}, {"SPLIT", 16}, {"RVEC", 1}, {"MATH", 0}}};
+  EXPECT_TRUE(tile.allowed(wide, tile8, "tf32"));
+  EXPECT_FALSE(tile.allowed(wide, tile32, "tf32"));
 }
 
 // Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;

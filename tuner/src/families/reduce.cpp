@@ -105,12 +105,16 @@ bool reads_rows_once(const Group& g, std::string& why) {
   return !why.empty();
 }
 
+// split_merge's shared memory: the statistics of every thread's rows.
+int64_t split_partial_bytes(const Group& g, const Config& c) {
+  return 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
+}
+
 // What the kernels with ROWS x RVEC neighbouring rows per block need: RVEC rows per thread only
-// where they move as vectors, and split_merge's shared memory (the statistics of every thread's
-// rows) within the 48 KB a kernel has statically.
+// where they move as vectors, and split_merge's shared memory within the 48 KB a kernel has
+// statically.
 bool thread_rows_fit(const Group& g, const Config& c) {
-  const int64_t partial = 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
-  return g.row_vector % c.at("RVEC") == 0 && partial <= 48 * 1024;
+  return g.row_vector % c.at("RVEC") == 0 && split_partial_bytes(g, c) <= 48 * 1024;
 }
 
 // A thread-block cluster per row (sm_90), for rows read more than once (several passes, or
@@ -195,10 +199,10 @@ class ReduceTile : public ReduceKernel {
     return "fusetune::reduce_tile_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("RVEC") + ", " + p("MATH") + ", " +
            g.op_type() + ">";
   }
+  // The tile and split_merge's statistics within the shared memory a row kernel asks for.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
-    return thread_rows_fit(g, c) &&
-           reduce_tile_bytes((int)c.at("ROWS"), (int)c.at("RVEC"), g.k, g.varying_inputs) <= kRowSmem &&
-           ReduceKernel::allowed(g, c, policy);
+    const int64_t tile = reduce_tile_bytes((int)c.at("ROWS"), (int)c.at("RVEC"), g.k, g.varying_inputs);
+    return thread_rows_fit(g, c) && tile + split_partial_bytes(g, c) <= kRowSmem && ReduceKernel::allowed(g, c, policy);
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return reduce_tile_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), (int)c.at("RVEC"), g.numel(), g.k, g.varying_inputs);
