@@ -189,7 +189,7 @@ std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vec
     r.sizes.erase(r.sizes.begin() + d);
     r.strides.erase(r.strides.begin() + d);
   } else if (op == "aten.flip.default") {  // a negative stride from the last element on
-    for (int64_t d : n.args.at(1).get<std::vector<int64_t>>()) {
+    for (int64_t d : node_arg(n, 1, "dims").get<std::vector<int64_t>>()) {
       d = wrap_dim(d, rank);
       r.offset += (in.sizes[d] - 1) * in.strides[d];
       r.strides[d] = -in.strides[d];
