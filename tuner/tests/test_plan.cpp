@@ -397,6 +397,10 @@ TEST(Plan, SoftmaxIsOneGroupWithAnOnlineSum) {
   EXPECT_NE(op.find("red[1] = fusetune::expsum_value<MATH>(s[1], s[0], red[0]);"), std::string::npos) << op;
   EXPECT_NE(op.find("const float v2 = fusetune::div_by_row<MATH>(v1, red[1]);"), std::string::npos) << op;
   EXPECT_NE(op.find("y[0] = v2;"), std::string::npos) << op;
+  // Approximate arithmetic is a candidate here, except under --precision fp32.
+  const Config math1{"reduce", {{"BLOCK", 256}, {"ILP", 1}, {"VEC", 4}, {"MATH", 1}}};
+  EXPECT_TRUE(family_by_name("reduce").allowed(gr, math1, "tf32"));
+  EXPECT_FALSE(family_by_name("reduce").allowed(gr, math1, "fp32"));
 }
 
 // logsumexp's decomposition shifts by where(|max| == inf, 0, max): still one pass, one group.
@@ -470,6 +474,11 @@ TEST(Plan, NeighbouringRowsMoveAsVectors) {
   const Config rvec4{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"RVEC", 4}, {"MATH", 0}}};
   EXPECT_TRUE(thread.allowed(norm, rvec4, "tf32"));
   EXPECT_FALSE(thread.allowed(p.groups[1], rvec4, "tf32"));
+  // The norm has no arithmetic that MATH changes (no exponential, no division by a row's value):
+  // MATH 1 would time the same kernel again.
+  const Config math1{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"RVEC", 1}, {"MATH", 1}}};
+  EXPECT_EQ(norm.op_struct.find("<MATH>("), std::string::npos) << norm.op_struct;
+  EXPECT_FALSE(thread.allowed(norm, math1, "tf32"));
   const LaunchDims d = thread.launch(norm, rvec4);  // 16 rows, 128 per block
   EXPECT_EQ(d.grid[0], 1u);
   EXPECT_EQ(d.block[0], 32u);
