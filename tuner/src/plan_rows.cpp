@@ -302,9 +302,8 @@ class RowCodegen {
       const Layout r = merged_dims(row_part);
       const int64_t rst = r.sizes.empty() ? 0 : r.strides.back();
       row_inner.push_back(rst == 0 || rst == 1 ? (int)rst : 2);
-      const bool per_row = (int)s >= gr_.out_slot &&
-                           std::find(full_outs_.begin(), full_outs_.end(), (int)s - gr_.out_slot) == full_outs_.end();
-      const bool output = (int)s >= gr_.out_slot;
+      const bool output = (int)s >= gr_.out_slot;  // stored per row (reduced) or per element
+      const bool per_row = output && std::count(reduced_outs_.begin(), reduced_outs_.end(), (int)s - gr_.out_slot) > 0;
       for (; row_vec > 1 && !per_row; row_vec /= 2) {
         bool ok = gr_.m % row_vec == 0 && (rst == 1 || (rst == 0 && !output));
         for (size_t d = 0; d + 1 < r.sizes.size() && ok && rst == 1; ++d) ok = r.strides[d] % row_vec == 0;

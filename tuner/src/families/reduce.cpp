@@ -101,12 +101,6 @@ std::string opt_in(const Family& f, const Group& g, const ParamText& p) {
          ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + f.launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n";
 }
 
-// Rows read more than once: the kernels that keep a row on chip between its reads.
-bool reads_rows_once(const Group& g, std::string& why) {
-  if (g.passes == 1 && g.full_outputs == 0) why = "reads each row once already";
-  return !why.empty();
-}
-
 // split_merge's shared memory: the statistics of every thread's rows.
 int64_t split_partial_bytes(const Group& g, const Config& c) {
   return 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
@@ -119,19 +113,20 @@ bool thread_rows_fit(const Group& g, const Config& c) {
   return g.row_vector % c.at("RVEC") == 0 && split_partial_bytes(g, c) <= 48 * 1024;
 }
 
-// A thread-block cluster per row (sm_90), for rows read more than once (several passes, or
-// per-element outputs after the statistics) that no single SM can hold; no scans.
-class ClusterKernel : public ReduceKernel {
+// The kernels that keep rows on chip between their reads: only for rows read more than once
+// (several passes, or per-element outputs after the statistics); no scans.
+class KeepsRowsKernel : public ReduceKernel {
  public:
   bool supports(const Group& g, std::string& why) const override {
     if (g.scans > 0) why = "scans run in element order along the row";
-    else reads_rows_once(g, why);
+    else if (g.passes == 1 && g.full_outputs == 0) why = "reads each row once already";
     return why.empty();
   }
 };
 
-// The row kept in registers (reduce_cluster_kernel).
-class ReduceCluster : public ClusterKernel {
+// A thread-block cluster per row (sm_90), for rows that no single SM can hold: the row kept in
+// registers (reduce_cluster_kernel).
+class ReduceCluster : public KeepsRowsKernel {
  public:
   std::string name() const override { return "reduce_cluster"; }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
@@ -148,7 +143,7 @@ class ReduceCluster : public ClusterKernel {
 
 // The row kept in shared memory (reduce_cluster_smem_kernel): few registers per thread, so
 // several clusters' rows in flight per SM.
-class ReduceClusterSmem : public ClusterKernel {
+class ReduceClusterSmem : public KeepsRowsKernel {
  public:
   std::string name() const override { return "reduce_cluster_smem"; }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
@@ -188,12 +183,12 @@ class ReduceThread : public ReduceKernel {
 
 // The rows of a block kept whole in shared memory (reduce_tile_kernel): short rows read more than
 // once, with few registers per thread.
-class ReduceTile : public ReduceKernel {
+class ReduceTile : public KeepsRowsKernel {
  public:
   std::string name() const override { return "reduce_tile"; }
   bool supports(const Group& g, std::string& why) const override {
-    if (g.scans > 0) why = "scans run in element order along the row";
-    else if (!reads_rows_once(g, why) && reduce_tile_bytes(8, 1, g.k, g.varying_inputs) > kRowSmem)
+    if (!KeepsRowsKernel::supports(g, why)) return false;
+    if (reduce_tile_bytes(8, 1, g.k, g.varying_inputs) > kRowSmem)
       why = "8 rows of " + std::to_string(g.k) + " elements do not fit the shared memory of a block";
     return why.empty();
   }
