@@ -156,7 +156,7 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
   }
   const Layout& src = memory_.at(in);
   auto view = is_view ? apply_view(n, src, shape) : std::optional<Layout>(src);
-  if (!view) view = apply_view(n, copy_to_memory(src, n), shape);
+  if (!view) view = apply_view(n, copy_to_memory(src, n, in), shape);
   if (!view) unsupported(n, "view cannot be expressed with strides");
   memory_[n.name] = *view;
   producer_[n.name] = producer_.at(view->base);
@@ -357,9 +357,12 @@ void Planner::materialize(const std::string& value) {
   fused_.erase(value);
 }
 
-// A strided layout that a view cannot reinterpret gets copied by an elementwise group.
-Layout Planner::copy_to_memory(const Layout& src, const Node& n) {
-  return copy_to_memory(src, n, n.name + "_contiguous", src.sizes);
+// Value `value`, held in memory as the strided layout `src` that a view cannot reinterpret (or
+// that an output must not be), gets copied contiguous by an elementwise group. The copy takes the
+// value's name: it holds exactly that value's data, so PyTorch's reference for it is the graph's.
+Layout Planner::copy_to_memory(const Layout& src, const Node& n, const std::string& value) {
+  FT_CHECK(src.base != value && src.sizes == g_.value(value).shape, "a copy of " + value + " that is not its layout");
+  return copy_to_memory(src, n, value, src.sizes);
 }
 
 // A copy group over src's index space writing `name` contiguous with `shape` (same element count
@@ -410,7 +413,7 @@ std::string Planner::materialize_output(const std::string& value) {
   const ValueInfo& base = g_.value(l.base);
   if (l.is_contiguous() && l.sizes == base.shape) return l.base;
   const Node fake{value, "copy", json::array(), json::object(), ""};
-  return copy_to_memory(l, fake).base;
+  return copy_to_memory(l, fake, value).base;
 }
 
 int64_t Group::numel() const { return numel_of(index_shape); }

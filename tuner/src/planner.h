@@ -128,7 +128,7 @@ class Planner {
   void materialize(const std::string& value);
 
   // A strided layout that a view cannot reinterpret gets copied by an elementwise group.
-  Layout copy_to_memory(const Layout& src, const Node& n);
+  Layout copy_to_memory(const Layout& src, const Node& n, const std::string& value);
   Layout copy_to_memory(const Layout& src, const Node& n, const std::string& name, const std::vector<int64_t>& shape);
   void add_repeat(const Node& n, const ValueInfo& out);
 

@@ -110,7 +110,22 @@ TEST(Plan, ReturnedViewIsCopiedContiguous) {
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 1u);
   EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"copy"}));
-  EXPECT_EQ(p.outputs, (std::vector<std::string>{"t_contiguous"}));
+  // The copy is named after the value it holds, whose reference PyTorch computes from the graph.
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"t"}));
+  EXPECT_EQ(p.groups[0].outputs.at(0).value, "t");
+}
+
+TEST(Plan, ViewOfAStridedValueReadsACopyNamedAfterIt) {
+  Graph g = G()
+                .value("x", {4, 6}, "input")
+                .node("t", "aten.t.default", {G::ref("x")}, {6, 4})
+                .node("v", "aten.view.default", {G::ref("t"), {24}}, {24})
+                .node("e", "aten.exp.default", {G::ref("v")}, {24})
+                .build({"e"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:strided", "t:output"}));
+  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"t:full", "e:output"}));
 }
 
 TEST(Plan, BatchedAndVectorProducts) {
