@@ -374,9 +374,9 @@ void Worker::run_candidate(const json& cand) {
       return finish("out_of_resources", std::to_string(threads) + " threads per block, the compiled kernel allows " +
                                             std::to_string(max_threads) + " (registers: " + std::to_string(regs) + ")");
     }
-    // Over 48 KB of dynamic shared memory is an opt-in per kernel.
+    // Over 48 KB of shared memory, static and dynamic together, is an opt-in per kernel.
     const unsigned dynamic = cand.at("shared_bytes").get<unsigned>();
-    if (dynamic > 48 * 1024 &&
+    if (dynamic + (unsigned)smem > 48 * 1024 &&
         Driver::get().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dynamic) != CUDA_SUCCESS)
       return finish("out_of_resources", std::to_string(dynamic) + " bytes of dynamic shared memory refused");
   }
