@@ -32,7 +32,7 @@ namespace fusetune {
 // extreme, as in torch.
 enum : int { kStatSum = 0, kStatMax = 1, kStatMin = 2, kStatExpSum = 3, kStatProd = 4, kStatArgMax = 5, kStatArgMin = 6 };
 
-__device__ __forceinline__ bool is_arg_stat(int kind) { return kind == kStatArgMax || kind == kStatArgMin; }
+__host__ __device__ constexpr bool is_arg_stat(int kind) { return kind == kStatArgMax || kind == kStatArgMin; }
 
 __device__ __forceinline__ float max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
@@ -293,6 +293,55 @@ __device__ __forceinline__ void fold_elements(float* acc, const float (&x)[V][Op
   }
 }
 
+// Whether pass P folds a chunk of elements as one partial (fold_chunk): it has an online
+// exp-sum and no arg statistic (those need each element's index).
+template <class Op, int P> __host__ __device__ constexpr bool folds_chunks() {
+  bool expsum = false;
+  for (int i = 0; i < Op::kStats; ++i) {
+    if (Op::stat_pass(i) != P) continue;
+    if (is_arg_stat(Op::stat_kind(i))) return false;
+    expsum = expsum || Op::stat_kind(i) == kStatExpSum;
+  }
+  return expsum;
+}
+
+// Folds N elements (x[j]: element j's inputs) into acc as one partial: each exp-sum takes its
+// exponentials against the chunk's maximum, and merge rescales the chunk's sum once (one
+// exponential per element plus one per chunk, instead of an exponential and a rescale per
+// element). A chunk whose maximum is infinite or NaN takes them as exp_rescale does.
+template <class Op, int P, int MATH, int N>
+__device__ __forceinline__ void fold_chunk(float* acc, const float (&x)[N][Op::kIn], const float* red) {
+  float v[N][Op::kStats], c[Op::kStats];
+  init_stats<Op>(c);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    Op::template values<P, MATH>(x[j], red, v[j]);
+#pragma unroll
+    for (int i = 0; i < Op::kStats; ++i) {
+      if (Op::stat_pass(i) != P) continue;
+      const int kind = Op::stat_kind(i);
+      c[i] = kind == kStatSum ? c[i] + v[j][i] : kind == kStatProd ? c[i] * v[j][i]
+             : kind == kStatMax ? max_nan(c[i], v[j][i]) : kind == kStatMin ? min_nan(c[i], v[j][i]) : c[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < Op::kStats; ++i) {
+    if (Op::stat_pass(i) != P || Op::stat_kind(i) != kStatExpSum) continue;
+    const int p = Op::stat_partner(i);
+    const float m = c[p];
+    float sum = 0.f;
+    if (fabsf(m) < __int_as_float(0x7f800000)) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += exp_<MATH>(v[j][p] - m);
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += exp_rescale<MATH>(v[j][p], m);
+    }
+    c[i] = sum;
+  }
+  merge<Op, P, MATH>(acc, c);
+}
+
 // This thread's share of pass P over elements [begin, end) of a row, V per load (where the
 // vectors lie: see Row::vector_head).
 template <class Op, int P, int MATH, int BLOCK, int ILP, int V>
@@ -301,6 +350,12 @@ __device__ __forceinline__ void fold_range(const KernelArgs& a, const Row<Op>& r
   for (long long e0 = begin + (long long)threadIdx.x * V; e0 < end; e0 += (long long)BLOCK * V * ILP) {
     float x[ILP][V][Op::kIn];
     row.template load_chunk<BLOCK, ILP, V>(a, e0, end, x);
+    if constexpr (ILP * V > 1 && folds_chunks<Op, P>()) {
+      if (e0 + (long long)(ILP - 1) * BLOCK * V + V <= end) {  // every element present
+        fold_chunk<Op, P, MATH, ILP * V>(acc, reinterpret_cast<const float(&)[ILP * V][Op::kIn]>(x), row.red);
+        continue;
+      }
+    }
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
       const long long e = e0 + (long long)u * BLOCK * V;
@@ -936,6 +991,15 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_
 // reduce_thread_kernel), elements y, y + SPLIT, ...; it reads back only what it stored, so the
 // tile needs no barrier. No scans.
 
+// cp.async of `BYTES` (4 or 16) from global to shared memory, and the wait for all of a
+// thread's copies: no register holds the data in flight.
+template <int BYTES> __device__ __forceinline__ void copy_async(float* smem, const float* global) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  if constexpr (BYTES == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(global) : "memory");
+}
+__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // The tile: [varying input][element][ROWS x R], each thread's R rows side by side.
 template <class Op, int ROWS, int R> struct Tile {
   float* mem;
@@ -954,6 +1018,22 @@ template <class Op, int ROWS, int R> struct Tile {
       store_vec<R>(at(s, e), v);
     }
   }
+  // Element e of the varying inputs, copied from memory into the tile asynchronously (as put
+  // would store what Rows::load gives).
+  __device__ __forceinline__ void copy(const Rows<Op, R>& rows, long long e) const {
+#pragma unroll
+    for (int s = 0; s < Op::kIn; ++s) {
+      if (Op::inner_stride(s) == 0) continue;
+      const long long off = Op::elem_offset(s, e);
+      float* d = at(s, e);
+      if (R == 4 && rows.vec && Op::row_stride(s) == 1) {
+        copy_async<16>(d, rows.row[0].p[s] + off);
+      } else {
+#pragma unroll
+        for (int j = 0; j < R; ++j) copy_async<4>(d + j, rows.row[rows.vec && Op::row_stride(s) == 0 ? 0 : j].p[s] + off);
+      }
+    }
+  }
   // x as Rows::load gives it: the varying inputs from the tile, the others from memory.
   __device__ __forceinline__ void get(const Rows<Op, R>& rows, long long e, float (&x)[R][Op::kIn]) const {
 #pragma unroll
@@ -970,7 +1050,9 @@ template <class Op, int ROWS, int R> struct Tile {
   }
 };
 
-template <class Op, int P, int MATH, int ROWS, int SPLIT, int R>
+// ASYNC 1: pass 0 first copies all of the thread's elements into the tile with cp.async (every
+// copy in flight at once, no registers), then folds them from there like the later passes.
+template <class Op, int P, int MATH, int ROWS, int SPLIT, int R, int ASYNC>
 __device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& rows, const Tile<Op, ROWS, R>& tile,
                                             bool valid, SplitPartial<Op, ROWS, SPLIT, R>& partial) {
   if constexpr (P < Op::kPasses) {
@@ -978,10 +1060,15 @@ __device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& ro
 #pragma unroll
     for (int j = 0; j < R; ++j) init_stats<Op>(acc[j]);
     if (valid) {
+      if (P == 0 && ASYNC) {
+#pragma unroll 4
+        for (long long e = threadIdx.y; e < a.k; e += SPLIT) tile.copy(rows, e);
+        copy_async_wait_all();
+      }
 #pragma unroll 4
       for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
         float x[R][Op::kIn];
-        if (P == 0) {
+        if (P == 0 && !ASYNC) {
           rows.load(e, x);
           tile.put(e, x);
         } else {
@@ -993,11 +1080,11 @@ __device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& ro
     split_merge<Op, P, MATH, ROWS, SPLIT, R>(acc, partial);
 #pragma unroll
     for (int j = 0; j < R; ++j) Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
-    tile_passes<Op, P + 1, MATH, ROWS, SPLIT, R>(a, rows, tile, valid, partial);
+    tile_passes<Op, P + 1, MATH, ROWS, SPLIT, R, ASYNC>(a, rows, tile, valid, partial);
   }
 }
 
-template <int ROWS, int SPLIT, int RVEC, int MATH, class Op>
+template <int ROWS, int SPLIT, int RVEC, int ASYNC, int MATH, class Op>
 __global__ void __launch_bounds__(ROWS * SPLIT) reduce_tile_kernel(const KernelArgs a) {
   static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
   static_assert(Op::kRowVec % RVEC == 0, "RVEC neighbouring rows must move as vectors (Op::kRowVec)");
@@ -1009,7 +1096,7 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_tile_kernel(const KernelA
     const long long o = base + (long long)threadIdx.x * RVEC;
     const bool valid = o < a.numel;  // a.numel is a multiple of RVEC
     Rows<Op, RVEC> rows(a, valid ? o : 0);
-    tile_passes<Op, 0, MATH, ROWS, SPLIT, RVEC>(a, rows, tile, valid, partial);
+    tile_passes<Op, 0, MATH, ROWS, SPLIT, RVEC, ASYNC>(a, rows, tile, valid, partial);
     if (!valid) continue;  // no barrier follows in this iteration
     if (threadIdx.y == 0)
 #pragma unroll
