@@ -8,43 +8,42 @@
 
 namespace fusetune {
 
-// The window geometry of one pooling op; the generated code passes it as a literal, which the
-// compiler folds after inlining.
+// The window geometry of one pooling op and the input's spatial strides; the generated code
+// passes it as a literal, which the compiler folds after inlining (every division below is by a
+// constant).
 template <int ND> struct PoolWindow {
-  long long out[ND], in[ND];
+  long long out[ND], in[ND], in_stride[ND];
   int kernel[ND], stride[ND], padding[ND], dilation[ND];
   int divisor;  // avg: divisor_override, 0 for none
 };
 
 // KIND: 0 max, 1 average counting padding, 2 average over the elements inside the input only.
-template <int KIND, int ND, int LEAD, class Args>
-__device__ __forceinline__ float pool(const Args& a, int slot, long long idx, const PoolWindow<ND>& w) {
-  long long o[ND];
+// `base`: the input at this output's batch and channel indices (the generated code computes it
+// from the input's literal layout); `so`: the output's index within its spatial dimensions, an
+// unsigned type as wide as they need.
+template <int KIND, int ND, class I>
+__device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<ND>& w) {
+  I o[ND];
 #pragma unroll
   for (int d = ND - 1; d >= 0; --d) {
-    o[d] = idx % w.out[d];
-    idx /= w.out[d];
-  }
-  const float* base = a.ptr[slot];
-#pragma unroll
-  for (int d = LEAD - 1; d >= 0; --d) {  // batch and channel: the same index in input and output
-    const long long size = a.size[slot][d];
-    base += (idx % size) * a.stride[slot][d];
-    idx /= size;
+    o[d] = so % (I)w.out[d];
+    so /= (I)w.out[d];
   }
   long long start[ND];
-  int taps = 1;
   long long pool_size = 1, inside = 1;
 #pragma unroll
   for (int d = 0; d < ND; ++d) {
-    start[d] = o[d] * w.stride[d] - w.padding[d];
-    taps *= w.kernel[d];
+    start[d] = (long long)o[d] * w.stride[d] - w.padding[d];
     const long long end = start[d] + w.kernel[d] < w.in[d] + w.padding[d] ? start[d] + w.kernel[d] : w.in[d] + w.padding[d];
     pool_size *= end - start[d];
     const long long lo = start[d] > 0 ? start[d] : 0, hi = end < w.in[d] ? end : w.in[d];
     inside *= hi > lo ? hi - lo : 0;
   }
+  int taps = 1;
+#pragma unroll
+  for (int d = 0; d < ND; ++d) taps *= w.kernel[d];
   float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.f;
+#pragma unroll
   for (int t = 0; t < taps; ++t) {
     int rest = t;
     long long offset = 0;
@@ -55,7 +54,7 @@ __device__ __forceinline__ float pool(const Args& a, int slot, long long idx, co
       rest /= w.kernel[d];
       const long long pos = start[d] + (long long)j * (KIND == 0 ? w.dilation[d] : 1);
       in_bounds &= pos >= 0 && pos < w.in[d];
-      offset += pos * a.stride[slot][LEAD + d];
+      offset += pos * w.in_stride[d];
     }
     if (!in_bounds) continue;
     const float v = base[offset];

@@ -83,7 +83,8 @@ Group finalize_group(Building& b) {
     if (!s.node) {
       expr = load_expr(s.loaded_operands.begin()->second);
     } else if (s.pool) {
-      expr = pool_expr(*s.pool, slot_of(s.loaded_operands.begin()->second, Access::Strided));
+      const Layout& input = s.loaded_operands.begin()->second;
+      expr = pool_expr(*s.pool, slot_of(input, Access::Strided), input);
     } else {
       const Node& n = *s.node;
       ArgExpr arg = [&](size_t i, const char* kw) -> std::string {

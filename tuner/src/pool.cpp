@@ -73,11 +73,24 @@ std::optional<PoolOp> pool_of(const Node& n, const std::vector<int64_t>& in_shap
   return p;
 }
 
-std::string pool_expr(const PoolOp& p, int slot) {
-  const std::string nd = std::to_string(p.in.size());
-  return "fusetune::pool<" + std::to_string(p.kind) + ", " + nd + ", " + std::to_string(p.lead) + ">(a, " +
-         std::to_string(slot) + ", idx, fusetune::PoolWindow<" + nd + ">{" + braced(p.out) + ", " + braced(p.in) + ", " +
-         braced(p.kernel) + ", " + braced(p.stride) + ", " + braced(p.padding) + ", " + braced(p.dilation) + ", " +
+std::string pool_expr(const PoolOp& p, int slot, const Layout& input) {
+  const size_t nd = p.in.size();
+  int64_t spatial = 1;
+  for (int64_t o : p.out) spatial *= o;
+  const bool narrow = spatial <= 0xffffffffLL;
+  const std::string type = narrow ? "unsigned" : "unsigned long long", u = narrow ? "u" : "ull";
+  // The output index splits into the batch and channel index (over the input's leading
+  // dimensions, at their own strides) and the index within the spatial dimensions.
+  const Layout lead{input.base, std::vector<int64_t>(input.sizes.begin(), input.sizes.begin() + p.lead),
+                    std::vector<int64_t>(input.strides.begin(), input.strides.begin() + p.lead), 0};
+  const bool narrow_all = spatial * lead.numel() <= 0xffffffffLL;
+  const std::string outer = narrow_all ? "((unsigned)idx / " + std::to_string(spatial) + "u)"
+                                       : "((unsigned long long)idx / " + std::to_string(spatial) + "ull)";
+  const std::vector<int64_t> in_stride(input.strides.begin() + p.lead, input.strides.end());
+  return "fusetune::pool<" + std::to_string(p.kind) + ", " + std::to_string(nd) + ">(a.ptr[" + std::to_string(slot) + "] + " +
+         offset_expr(lead, outer) + ", (" + type + ")((" + type + ")idx % " + std::to_string(spatial) + u +
+         "), fusetune::PoolWindow<" + std::to_string(nd) + ">{" + braced(p.out) + ", " + braced(p.in) + ", " + braced(in_stride) +
+         ", " + braced(p.kernel) + ", " + braced(p.stride) + ", " + braced(p.padding) + ", " + braced(p.dilation) + ", " +
          std::to_string(p.divisor) + "})";
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph.h"
+#include "layout.h"
 
 namespace fusetune {
 
@@ -22,7 +23,8 @@ bool pool_returns_indices(const std::string& op);
 // The window of pooling node n from an input and an output shape; empty with `why` if unsupported.
 std::optional<PoolOp> pool_of(const Node& n, const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape,
                               std::string& why);
-// The fused expression: fusetune::pool<...>(a, slot, idx, fusetune::PoolWindow<ND>{...}).
-std::string pool_expr(const PoolOp& p, int slot);
+// The fused expression: fusetune::pool<...>(the input at the output's batch and channel, its spatial
+// index, fusetune::PoolWindow<ND>{...}), every size and stride of `input` (slot `slot`) a literal.
+std::string pool_expr(const PoolOp& p, int slot, const Layout& input);
 
 }  // namespace fusetune

@@ -700,7 +700,10 @@ TEST(Plan, MaxPoolValuesAreAFusedValue) {
   EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "r:output"}));
   EXPECT_EQ(gr.slots[0].layout.sizes, (std::vector<int64_t>{2, 3, 9, 8}));  // the input's own shape
   EXPECT_EQ(gr.op_struct.rfind("#include \"pool.cuh\"", 0), 0u) << gr.op_struct;
-  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2, 2>(a, 0, idx, fusetune::PoolWindow<2>{{4, 4}, {9, 8}, {3, 3}, "
+  // The input at the output's (batch, channel), the two merged into one dimension of stride 72,
+  // and the output's spatial index; the input's spatial strides {8, 1} are literals too.
+  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 16u) * 72), "
+                              "(unsigned)((unsigned)idx % 16u), fusetune::PoolWindow<2>{{4, 4}, {9, 8}, {8, 1}, {3, 3}, "
                               "{2, 2}, {1, 1}, {2, 1}, 0})"),
             std::string::npos)
       << gr.op_struct;
@@ -726,7 +729,8 @@ TEST(Plan, AvgPoolThenASum) {
   ASSERT_EQ(p.groups.size(), 2u);
   EXPECT_EQ(p.groups[0].family, "elementwise");
   EXPECT_EQ(p.groups[1].family, "reduce");
-  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2, 2>(a, 0, idx, fusetune::PoolWindow<2>{{3, 4}, {7, 6}, {3, 2}, "
+  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 12u) * 42), "
+                                       "(unsigned)((unsigned)idx % 12u), fusetune::PoolWindow<2>{{3, 4}, {7, 6}, {6, 1}, {3, 2}, "
                                        "{3, 2}, {1, 1}, {1, 1}, 4})"),
             std::string::npos)
       << p.groups[0].op_struct;
