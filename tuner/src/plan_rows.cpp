@@ -2,6 +2,8 @@
 // view over the domain with the kept dimensions first and the reduced ones last, merged where all
 // views allow, and the group's chain becomes an Op with one function per pass over a row.
 #include <algorithm>
+#include <functional>
+#include <set>
 
 #include "error.h"
 #include "fusetune_args.h"
@@ -198,12 +200,29 @@ class RowCodegen {
     return st.mean ? acc + " / (float)a.k" : acc;
   }
 
+  // The per-element steps (no statistics) among those `eligible` that the variables in `need`
+  // depend on, in order: only code whose result is used.
+  std::string full_steps(std::set<std::string> need, const std::function<bool(const Step&)>& eligible) {
+    std::vector<const Step*> picked;
+    for (auto it = b_.steps.rbegin(); it != b_.steps.rend(); ++it) {
+      if (it->stat >= 0 || it->level != Level::Full || !eligible(*it) || !need.count(it->var)) continue;
+      picked.push_back(&*it);
+      if (it->scan >= 0) continue;  // a scan's result comes from sc[], not from its operand here
+      for (const auto& operand : it->fused_operands) need.insert(operand.second);
+    }
+    std::string body;
+    for (auto it = picked.rbegin(); it != picked.rend(); ++it) body += step_code(**it);
+    return body;
+  }
+
   std::string values_fn() {
     std::string body;
     for (int p = 0; p < row_.passes; ++p) {
       body += std::string(p ? " else " : "    ") + "if constexpr (P == " + std::to_string(p) + ") {\n";
-      for (const Step& s : b_.steps)
-        if (s.stat < 0 && s.level == Level::Full && s.phase <= p) body += step_code(s);
+      std::set<std::string> need;
+      for (size_t i = 0; i < row_.stats.size(); ++i)
+        if (row_.stats[i].pass == p) need.insert(stat_input((int)i));
+      body += full_steps(need, [p](const Step& s) { return s.phase <= p; });
       for (size_t i = 0; i < row_.stats.size(); ++i)
         if (row_.stats[i].pass == p) body += "      v[" + std::to_string(i) + "] = " + stat_input((int)i) + ";\n";
       body += "    }";
@@ -232,9 +251,10 @@ class RowCodegen {
 
   // The inputs of the scans (sv[i]) per element, in the final pass.
   std::string scan_values_fn() {
-    std::string body;
+    std::set<std::string> need;
     for (const Step& s : b_.steps)
-      if (s.stat < 0 && s.level == Level::Full && s.phase < kScanPhase) body += step_code(s);
+      if (s.scan >= 0) need.insert(arg_expr(s, s.node->args.at(0), false));
+    std::string body = full_steps(need, [](const Step& s) { return s.phase < kScanPhase; });
     for (const Step& s : b_.steps)
       if (s.scan >= 0) body += "      sv[" + std::to_string(s.scan) + "] = " + arg_expr(s, s.node->args.at(0), false) + ";\n";
     return "  template <int MATH>\n"
@@ -244,9 +264,9 @@ class RowCodegen {
 
   // The Full outputs per element, given the scans' inclusive results sc[] at that element.
   std::string out_fn() {
-    std::string body;
-    for (const Step& s : b_.steps)
-      if (s.stat < 0 && s.level == Level::Full) body += step_code(s);
+    std::set<std::string> need;
+    for (int o : full_outs_) need.insert(gr_.outputs[o].var);
+    std::string body = full_steps(need, [](const Step&) { return true; });
     for (size_t j = 0; j < full_outs_.size(); ++j)
       body += "      y[" + std::to_string(j) + "] = " + gr_.outputs[full_outs_[j]].var + ";\n";
     return "  template <int MATH>\n"

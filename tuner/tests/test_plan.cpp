@@ -388,6 +388,14 @@ TEST(Plan, ReductionOfEverythingFusesTheChainBeforeIt) {
   EXPECT_EQ(gr.k, 21);
   EXPECT_NE(gr.op_struct.find("const float v0 = (x[0] * x[0]);"), std::string::npos) << gr.op_struct;
   EXPECT_NE(gr.op_struct.find("v[0] = v0;"), std::string::npos) << gr.op_struct;
+  // Nothing is computed per element where nothing per element is written or scanned: out() and
+  // scan_values() have no steps (x * x there was dead code, and nvcc warned about it).
+  for (const char* fn : {"static void out(", "static void scan_values("}) {
+    const size_t at = gr.op_struct.find(fn);
+    ASSERT_NE(at, std::string::npos) << fn;
+    const std::string body = gr.op_struct.substr(at, gr.op_struct.find("\n  }\n", at) - at);
+    EXPECT_EQ(body.find("const float v"), std::string::npos) << body;
+  }
 }
 
 // softmax as PyTorch decomposes it: one group; the sum of exp(x - max) is folded online in the
