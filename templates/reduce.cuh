@@ -991,15 +991,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(BLOCK) reduce_
 // reduce_thread_kernel), elements y, y + SPLIT, ...; it reads back only what it stored, so the
 // tile needs no barrier. No scans.
 
-// cp.async of `BYTES` (4 or 16) from global to shared memory, and the wait for all of a
-// thread's copies: no register holds the data in flight.
-template <int BYTES> __device__ __forceinline__ void copy_async(float* smem, const float* global) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  if constexpr (BYTES == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global) : "memory");
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(global) : "memory");
-}
-__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // The tile: [varying input][element][ROWS x R], each thread's R rows side by side.
 template <class Op, int ROWS, int R> struct Tile {
   float* mem;
@@ -1018,22 +1009,6 @@ template <class Op, int ROWS, int R> struct Tile {
       store_vec<R>(at(s, e), v);
     }
   }
-  // Element e of the varying inputs, copied from memory into the tile asynchronously (as put
-  // would store what Rows::load gives).
-  __device__ __forceinline__ void copy(const Rows<Op, R>& rows, long long e) const {
-#pragma unroll
-    for (int s = 0; s < Op::kIn; ++s) {
-      if (Op::inner_stride(s) == 0) continue;
-      const long long off = Op::elem_offset(s, e);
-      float* d = at(s, e);
-      if (R == 4 && rows.vec && Op::row_stride(s) == 1) {
-        copy_async<16>(d, rows.row[0].p[s] + off);
-      } else {
-#pragma unroll
-        for (int j = 0; j < R; ++j) copy_async<4>(d + j, rows.row[rows.vec && Op::row_stride(s) == 0 ? 0 : j].p[s] + off);
-      }
-    }
-  }
   // x as Rows::load gives it: the varying inputs from the tile, the others from memory.
   __device__ __forceinline__ void get(const Rows<Op, R>& rows, long long e, float (&x)[R][Op::kIn]) const {
 #pragma unroll
@@ -1050,9 +1025,7 @@ template <class Op, int ROWS, int R> struct Tile {
   }
 };
 
-// ASYNC 1: pass 0 first copies all of the thread's elements into the tile with cp.async (every
-// copy in flight at once, no registers), then folds them from there like the later passes.
-template <class Op, int P, int MATH, int ROWS, int SPLIT, int R, int ASYNC>
+template <class Op, int P, int MATH, int ROWS, int SPLIT, int R>
 __device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& rows, const Tile<Op, ROWS, R>& tile,
                                             bool valid, SplitPartial<Op, ROWS, SPLIT, R>& partial) {
   if constexpr (P < Op::kPasses) {
@@ -1060,15 +1033,10 @@ __device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& ro
 #pragma unroll
     for (int j = 0; j < R; ++j) init_stats<Op>(acc[j]);
     if (valid) {
-      if (P == 0 && ASYNC) {
-#pragma unroll 4
-        for (long long e = threadIdx.y; e < a.k; e += SPLIT) tile.copy(rows, e);
-        copy_async_wait_all();
-      }
 #pragma unroll 4
       for (long long e = threadIdx.y; e < a.k; e += SPLIT) {
         float x[R][Op::kIn];
-        if (P == 0 && !ASYNC) {
+        if (P == 0) {
           rows.load(e, x);
           tile.put(e, x);
         } else {
@@ -1080,11 +1048,11 @@ __device__ __forceinline__ void tile_passes(const KernelArgs& a, Rows<Op, R>& ro
     split_merge<Op, P, MATH, ROWS, SPLIT, R>(acc, partial);
 #pragma unroll
     for (int j = 0; j < R; ++j) Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
-    tile_passes<Op, P + 1, MATH, ROWS, SPLIT, R, ASYNC>(a, rows, tile, valid, partial);
+    tile_passes<Op, P + 1, MATH, ROWS, SPLIT, R>(a, rows, tile, valid, partial);
   }
 }
 
-template <int ROWS, int SPLIT, int RVEC, int ASYNC, int MATH, class Op>
+template <int ROWS, int SPLIT, int RVEC, int MATH, class Op>
 __global__ void __launch_bounds__(ROWS * SPLIT) reduce_tile_kernel(const KernelArgs a) {
   static_assert(ROWS * SPLIT <= 1024, "at most 1024 threads");
   static_assert(Op::kRowVec % RVEC == 0, "RVEC neighbouring rows must move as vectors (Op::kRowVec)");
@@ -1096,7 +1064,7 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_tile_kernel(const KernelA
     const long long o = base + (long long)threadIdx.x * RVEC;
     const bool valid = o < a.numel;  // a.numel is a multiple of RVEC
     Rows<Op, RVEC> rows(a, valid ? o : 0);
-    tile_passes<Op, 0, MATH, ROWS, SPLIT, RVEC, ASYNC>(a, rows, tile, valid, partial);
+    tile_passes<Op, 0, MATH, ROWS, SPLIT, RVEC>(a, rows, tile, valid, partial);
     if (!valid) continue;  // no barrier follows in this iteration
     if (threadIdx.y == 0)
 #pragma unroll

@@ -193,8 +193,8 @@ class ReduceTile : public KeepsRowsKernel {
     return why.empty();
   }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::reduce_tile_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("RVEC") + ", " + p("ASYNC") + ", " +
-           p("MATH") + ", " + g.op_type() + ">";
+    return "fusetune::reduce_tile_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("RVEC") + ", " + p("MATH") + ", " +
+           g.op_type() + ">";
   }
   // The tile and split_merge's statistics within the shared memory a row kernel asks for.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
