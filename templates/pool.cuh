@@ -17,28 +17,10 @@ template <int ND> struct PoolWindow {
   int divisor;  // avg: divisor_override, 0 for none
 };
 
-// KIND: 0 max, 1 average counting padding, 2 average over the elements inside the input only.
-// `base`: the input at this output's batch and channel indices (the generated code computes it
-// from the input's literal layout); `so`: the output's index within its spatial dimensions, an
-// unsigned type as wide as they need.
-template <int KIND, int ND, class I>
-__device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<ND>& w) {
-  I o[ND];
-#pragma unroll
-  for (int d = ND - 1; d >= 0; --d) {
-    o[d] = so % (I)w.out[d];
-    so /= (I)w.out[d];
-  }
-  long long start[ND];
-  long long pool_size = 1, inside = 1;
-#pragma unroll
-  for (int d = 0; d < ND; ++d) {
-    start[d] = (long long)o[d] * w.stride[d] - w.padding[d];
-    const long long end = start[d] + w.kernel[d] < w.in[d] + w.padding[d] ? start[d] + w.kernel[d] : w.in[d] + w.padding[d];
-    pool_size *= end - start[d];
-    const long long lo = start[d] > 0 ? start[d] : 0, hi = end < w.in[d] ? end : w.in[d];
-    inside *= hi > lo ? hi - lo : 0;
-  }
+// The window's taps from `start` (per spatial dimension), max or sum; CHECK: skip the taps
+// outside the input (the window crosses the padding).
+template <int KIND, int ND, bool CHECK>
+__device__ __forceinline__ float pool_taps(const float* base, const long long (&start)[ND], const PoolWindow<ND>& w) {
   int taps = 1;
 #pragma unroll
   for (int d = 0; d < ND; ++d) taps *= w.kernel[d];
@@ -53,14 +35,42 @@ __device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<
       const int j = rest % w.kernel[d];
       rest /= w.kernel[d];
       const long long pos = start[d] + (long long)j * (KIND == 0 ? w.dilation[d] : 1);
-      in_bounds &= pos >= 0 && pos < w.in[d];
+      if (CHECK) in_bounds &= pos >= 0 && pos < w.in[d];
       offset += pos * w.in_stride[d];
     }
-    if (!in_bounds) continue;
+    if (CHECK && !in_bounds) continue;
     const float v = base[offset];
     if (KIND == 0) acc = (v > acc || v != v) ? v : acc;
     else acc += v;
   }
+  return acc;
+}
+
+// KIND: 0 max, 1 average counting padding, 2 average over the elements inside the input only.
+// `base`: the input at this output's batch and channel indices (the generated code computes it
+// from the input's literal layout); `so`: the output's index within its spatial dimensions, an
+// unsigned type as wide as they need.
+template <int KIND, int ND, class I>
+__device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<ND>& w) {
+  I o[ND];
+#pragma unroll
+  for (int d = ND - 1; d >= 0; --d) {
+    o[d] = so % (I)w.out[d];
+    so /= (I)w.out[d];
+  }
+  long long start[ND];
+  long long pool_size = 1, inside = 1;
+  bool interior = true;  // the whole window inside the input: no tap needs a bounds check
+#pragma unroll
+  for (int d = 0; d < ND; ++d) {
+    start[d] = (long long)o[d] * w.stride[d] - w.padding[d];
+    const long long end = start[d] + w.kernel[d] < w.in[d] + w.padding[d] ? start[d] + w.kernel[d] : w.in[d] + w.padding[d];
+    pool_size *= end - start[d];
+    const long long lo = start[d] > 0 ? start[d] : 0, hi = end < w.in[d] ? end : w.in[d];
+    inside *= hi > lo ? hi - lo : 0;
+    interior &= start[d] >= 0 && start[d] + (long long)(w.kernel[d] - 1) * (KIND == 0 ? w.dilation[d] : 1) < w.in[d];
+  }
+  const float acc = interior ? pool_taps<KIND, ND, false>(base, start, w) : pool_taps<KIND, ND, true>(base, start, w);
   if (KIND == 0) return acc;
   const long long divisor = w.divisor ? w.divisor : KIND == 1 ? pool_size : inside;
   return acc / (float)divisor;
