@@ -127,7 +127,8 @@ class Planner {
   // Makes a fused value an output of its group so that later groups read it from memory.
   void materialize(const std::string& value);
 
-  // A strided layout that a view cannot reinterpret gets copied by an elementwise group.
+  // A strided layout that a view cannot reinterpret (or an output must not be) gets copied by an
+  // elementwise group: value `value`, under its own name; or `name` with `shape`.
   Layout copy_to_memory(const Layout& src, const Node& n, const std::string& value);
   Layout copy_to_memory(const Layout& src, const Node& n, const std::string& name, const std::vector<int64_t>& shape);
   void add_repeat(const Node& n, const ValueInfo& out);
