@@ -11,8 +11,10 @@
 # each invocation its own), FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
 # header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
 # FUSETUNE_GPU_FAMILY_MODELS (space-separated subset of tests/gpu/models, without .py),
+# FUSETUNE_GPU_SEARCH_MODELS (shared models for the "searches" stage: the search alone, each
+# group's five fastest candidates in the summary, no extension build, verify or profile),
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
-# "planted families models"), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
+# "planted families models"; "searches" is extra), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
 # one fusetune run may take before it is stopped and counted as failed, its log kept; default
 # no limit).
 set -uo pipefail
@@ -74,6 +76,33 @@ run_model() {  # name model_file [extra fusetune options]
     echo "$name FAILED"; tail -30 "$out/run.log"; failures=$((failures + 1))
     echo "$name FAIL (see run.log)" >>"$summary"
   fi
+  archive
+}
+
+search_model() {  # name model_file [extra fusetune options]: the search alone, kernel times only
+  local name=$1 model=$2; shift 2
+  local out=$WORK/search_$name
+  rm -rf "$out"; mkdir -p "$out"
+  cp "$model" "$out/model.py"
+  echo "=== search $name"
+  timeout "$MODEL_TIMEOUT" "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1
+  python3 - "$name" "$out/results/best.json" "$summary" <<'PY'
+import json, sys
+name, path, summary = sys.argv[1:4]
+try:
+    b = json.load(open(path))
+except OSError:
+    b = {"groups": []}
+ok = bool(b["groups"]) and all(g.get("best") for g in b["groups"])
+fastest = lambda g: sorted((c for c in g["candidates"] if c["status"] == "ok"), key=lambda c: c["time_ms"]["median"])[:5]
+groups = " | ".join("%s %s (%d cand, %.1f s): %s" % (g["id"], g["family"], len(g["candidates"]), g["search"]["wall_s"],
+    ", ".join("%s %.4g ms" % (c["name"], c["time_ms"]["median"]) for c in fastest(g))) for g in b["groups"])
+line = "search %-15s %s %s" % (name, "PASS" if ok else "FAIL", groups)
+open(summary, "a").write(line + "\n")
+print(line)
+sys.exit(0 if ok else 1)
+PY
+  [ $? -eq 0 ] || { failures=$((failures + 1)); tail -20 "$out/run.log"; }
   archive
 }
 
@@ -142,6 +171,10 @@ else
         for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3 sum_middle_dim softmax_rows logsumexp_rows rmsnorm_channels linear_softmax groupnorm linear_layernorm_silu smooth_l1_loss maxpool2d avgpool3d cumsum_rows argmin_last_dim cross_entropy batchnorm_train conv2d_relu_bias depthwise_conv2d conv_transpose2d_tanh conv1d_dilated conv3d_groupnorm_mean resblock}; do
           if [ "$m" = toplevel ]; then model=$ROOT/model.py; else model=$MODELS_DIR/$m.py; fi
           run_model "$m" "$model" ${FUSETUNE_GPU_ARGS:-}
+        done ;;
+      searches)
+        for m in ${FUSETUNE_GPU_SEARCH_MODELS:-}; do
+          search_model "$m" "$MODELS_DIR/$m.py" ${FUSETUNE_GPU_ARGS:-}
         done ;;
       *) echo "unknown stage $stage"; exit 2 ;;
     esac
