@@ -156,7 +156,8 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
   }
   const Layout& src = memory_.at(in);
   auto view = is_view ? apply_view(n, src, shape) : std::optional<Layout>(src);
-  if (!view) view = apply_view(n, copy_to_memory(src, n, in), shape);
+  // A strided value is copied contiguous and viewed again (a contiguous one would not change).
+  if (!view && src.base != in) view = apply_view(n, copy_to_memory(src, n, in), shape);
   if (!view) unsupported(n, "view cannot be expressed with strides");
   memory_[n.name] = *view;
   producer_[n.name] = producer_.at(view->base);
