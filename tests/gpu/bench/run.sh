@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline
-# and what cuBLASLt offers for the shared GEMM shapes. Run on the GPU machine:
-#   bash tests/gpu/bench/run.sh
+# Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
+# what cuBLASLt offers for the shared GEMM shapes, and whether cuDNN fuses a convolution's
+# epilogue on fp32 data. Run on the GPU machine, all of them or those named:
+#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
 mkdir -p "$BIN"
-nvcc -O3 -arch=sm_90 -o "$BIN/copy_ceiling" "$HERE/copy_ceiling.cu"
-nvcc -O2 -o "$BIN/cublaslt_probe" "$HERE/cublaslt_probe.cpp" -lcublasLt
-"$BIN/copy_ceiling"
-"$BIN/cublaslt_probe"
-python3 - <<'PY'
+for bench in ${@:-copy cublaslt cudnn_fusion}; do
+  case $bench in
+    copy)
+      nvcc -O3 -arch=sm_90 -o "$BIN/copy_ceiling" "$HERE/copy_ceiling.cu"
+      "$BIN/copy_ceiling" ;;
+    cublaslt)
+      nvcc -O2 -o "$BIN/cublaslt_probe" "$HERE/cublaslt_probe.cpp" -lcublasLt
+      "$BIN/cublaslt_probe"
+      python3 - <<'PY'
 # The cuBLASLt that PyTorch (and so the built extension) loads, and its version.
 import ctypes, torch
 torch.zeros(1, device="cuda")
@@ -20,3 +25,13 @@ for path in libs:
     lib.cublasLtGetVersion.restype = ctypes.c_size_t
     print("torch loads", path, "version", lib.cublasLtGetVersion())
 PY
+      ;;
+    cudnn_fusion)  # against the cuDNN that PyTorch loads (its nvidia-cudnn wheel), else the toolkit's
+      cudnn=$(python3 -c "import nvidia.cudnn; print(nvidia.cudnn.__path__[0])" 2>/dev/null || true)
+      if [ -n "$cudnn" ]; then flags=(-I"$cudnn/include" -L"$cudnn/lib" -Xlinker -rpath="$cudnn/lib" -l:libcudnn.so.9)
+      else flags=(-lcudnn); fi
+      nvcc -O2 -std=c++17 -arch=sm_90 -o "$BIN/cudnn_fusion_probe" "$HERE/cudnn_fusion_probe.cu" "${flags[@]}"
+      "$BIN/cudnn_fusion_probe" ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion)"; exit 2 ;;
+  esac
+done
