@@ -41,6 +41,11 @@ archive() {
     */model_new.py */extension 2>/dev/null; mv "$RESULTS/gpu_results.tgz.tmp" "$RESULTS/gpu_results.tgz")
 }
 
+fresh_run() {  # out_dir model_file: an empty run folder holding the model as model.py
+  rm -rf "$1"; mkdir -p "$1"
+  cp "$2" "$1/model.py"
+}
+
 check_run() {  # name out_dir: best.json must have a winner per group and a passing verification
   python3 - "$1" "$2/results/best.json" "$summary" <<'PY'
 import json, sys
@@ -66,8 +71,7 @@ PY
 run_model() {  # name model_file [extra fusetune options]
   local name=$1 model=$2; shift 2
   local out=$WORK/$name
-  rm -rf "$out"; mkdir -p "$out"
-  cp "$model" "$out/model.py"
+  fresh_run "$out" "$model"
   echo "=== $name"
   if timeout "$MODEL_TIMEOUT" "$FT" --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1 \
       && check_run "$name" "$out"; then
@@ -82,8 +86,7 @@ run_model() {  # name model_file [extra fusetune options]
 search_model() {  # name model_file [extra fusetune options]: the search alone, kernel times only
   local name=$1 model=$2; shift 2
   local out=$WORK/search_$name
-  rm -rf "$out"; mkdir -p "$out"
-  cp "$model" "$out/model.py"
+  fresh_run "$out" "$model"
   echo "=== search $name"
   timeout "$MODEL_TIMEOUT" "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1
   python3 - "$name" "$out/results/best.json" "$summary" <<'PY'
@@ -133,8 +136,7 @@ families() {  # every candidate of every GEMM and row family must be correct on 
     case " ${FUSETUNE_GPU_FAMILY_MODELS:-$(basename "$model" .py)} " in *" $(basename "$model" .py) "*) ;; *) continue ;; esac
     name=family_$(basename "$model" .py)
     out=$WORK/$name
-    rm -rf "$out"; mkdir -p "$out"
-    cp "$model" "$out/model.py"
+    fresh_run "$out" "$model"
     echo "=== $name"
     "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 --timeout 10 >"$out/run.log" 2>&1
     python3 - "$name" "$out/results/best.json" "$summary" <<'PY'
