@@ -18,28 +18,32 @@ template <int ND> struct PoolWindow {
 };
 
 // The window's taps from `start` (per spatial dimension), max or sum; CHECK: skip the taps
-// outside the input (the window crosses the padding).
-template <int KIND, int ND, bool CHECK>
+// outside the input (the window crosses the padding). TAPS is the window's size, so that the
+// loop unrolls (up to kMaxUnrolledTaps): each tap is then a load at a constant offset from the
+// window's origin, and its bounds check one compare per dimension, shared by the taps of a row.
+constexpr int kMaxUnrolledTaps = 64;
+
+template <int KIND, int ND, int TAPS, bool CHECK>
 __device__ __forceinline__ float pool_taps(const float* base, const long long (&start)[ND], const PoolWindow<ND>& w) {
-  int taps = 1;
+  long long origin = 0;
 #pragma unroll
-  for (int d = 0; d < ND; ++d) taps *= w.kernel[d];
+  for (int d = 0; d < ND; ++d) origin += start[d] * w.in_stride[d];
+  const float* window = base + origin;
   float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.f;
-#pragma unroll
-  for (int t = 0; t < taps; ++t) {
+#pragma unroll(TAPS <= kMaxUnrolledTaps ? TAPS : 4)
+  for (int t = 0; t < TAPS; ++t) {
     int rest = t;
     long long offset = 0;
     bool in_bounds = true;
 #pragma unroll
     for (int d = ND - 1; d >= 0; --d) {
-      const int j = rest % w.kernel[d];
+      const int step = (rest % w.kernel[d]) * (KIND == 0 ? w.dilation[d] : 1);
       rest /= w.kernel[d];
-      const long long pos = start[d] + (long long)j * (KIND == 0 ? w.dilation[d] : 1);
-      if (CHECK) in_bounds &= pos >= 0 && pos < w.in[d];
-      offset += pos * w.in_stride[d];
+      if (CHECK) in_bounds &= (unsigned long long)(start[d] + step) < (unsigned long long)w.in[d];
+      offset += step * w.in_stride[d];
     }
     if (CHECK && !in_bounds) continue;
-    const float v = base[offset];
+    const float v = window[offset];
     if (KIND == 0) acc = (v > acc || v != v) ? v : acc;
     else acc += v;
   }
@@ -50,7 +54,7 @@ __device__ __forceinline__ float pool_taps(const float* base, const long long (&
 // `base`: the input at this output's batch and channel indices (the generated code computes it
 // from the input's literal layout); `so`: the output's index within its spatial dimensions, an
 // unsigned type as wide as they need.
-template <int KIND, int ND, class I>
+template <int KIND, int ND, int TAPS, class I>
 __device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<ND>& w) {
   I o[ND];
 #pragma unroll
@@ -70,7 +74,7 @@ __device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<
     inside *= hi > lo ? hi - lo : 0;
     interior &= start[d] >= 0 && start[d] + (long long)(w.kernel[d] - 1) * (KIND == 0 ? w.dilation[d] : 1) < w.in[d];
   }
-  const float acc = interior ? pool_taps<KIND, ND, false>(base, start, w) : pool_taps<KIND, ND, true>(base, start, w);
+  const float acc = interior ? pool_taps<KIND, ND, TAPS, false>(base, start, w) : pool_taps<KIND, ND, TAPS, true>(base, start, w);
   if (KIND == 0) return acc;
   const long long divisor = w.divisor ? w.divisor : KIND == 1 ? pool_size : inside;
   return acc / (float)divisor;

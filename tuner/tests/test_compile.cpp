@@ -159,9 +159,10 @@ TEST(Compile, EveryReduceInstanceWithArgs) {
 }
 
 // Every elementwise instance over pooling groups: 2-D max with padding and dilation and the
-// chain after it; 3-D average, padding not counted; 1-D average with padding counted.
+// chain after it; 3-D average, padding not counted; 1-D average with padding counted over a
+// window wider than the template unrolls.
 TEST(Compile, EveryPoolInstance) {
-  Graph g = G().value("x", {2, 3, 9, 8}, "input").value("y", {2, 3, 5, 6, 7}, "input").value("z", {3, 11}, "input")
+  Graph g = G().value("x", {2, 3, 9, 8}, "input").value("y", {2, 3, 5, 6, 7}, "input").value("z", {3, 80}, "input")
                 .node("mp", "aten.max_pool2d_with_indices.default",
                       std::vector<json>{G::ref("x"), json::array({3, 3}), json::array({2, 2}), json::array({1, 1}), json::array({2, 1})}, {})
                 .value("mp", {}, "tuple")
@@ -170,8 +171,8 @@ TEST(Compile, EveryPoolInstance) {
                 .node("a3", "aten.avg_pool3d.default",
                       std::vector<json>{G::ref("y"), json::array({2, 2, 2}), json::array({2, 2, 2}), json::array({1, 1, 1}), true, false},
                       {2, 3, 4, 4, 4})
-                .node("a1", "aten.avg_pool1d.default", std::vector<json>{G::ref("z"), json::array({3}), json::array({2}), json::array({1})},
-                      {3, 6})
+                .node("a1", "aten.avg_pool1d.default", std::vector<json>{G::ref("z"), json::array({67}), json::array({2}), json::array({1})},
+                      {3, 8})
                 .build({"r", "a3", "a1"});
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 3u);

@@ -710,7 +710,7 @@ TEST(Plan, MaxPoolValuesAreAFusedValue) {
   EXPECT_EQ(gr.op_struct.rfind("#include \"pool.cuh\"", 0), 0u) << gr.op_struct;
   // The input at the output's (batch, channel), the two merged into one dimension of stride 72,
   // and the output's spatial index; the input's spatial strides {8, 1} are literals too.
-  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 16u) * 72), "
+  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2, 9>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 16u) * 72), "
                               "(unsigned)idx % 16u, fusetune::PoolWindow<2>{{4, 4}, {9, 8}, {8, 1}, {3, 3}, "
                               "{2, 2}, {1, 1}, {2, 1}, 0})"),
             std::string::npos)
@@ -737,7 +737,7 @@ TEST(Plan, AvgPoolThenASum) {
   ASSERT_EQ(p.groups.size(), 2u);
   EXPECT_EQ(p.groups[0].family, "elementwise");
   EXPECT_EQ(p.groups[1].family, "reduce");
-  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 12u) * 42), "
+  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2, 6>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 12u) * 42), "
                                        "(unsigned)idx % 12u, fusetune::PoolWindow<2>{{3, 4}, {7, 6}, {6, 1}, {3, 2}, "
                                        "{3, 2}, {1, 1}, {1, 1}, 4})"),
             std::string::npos)

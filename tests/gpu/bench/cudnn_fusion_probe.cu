@@ -1,9 +1,10 @@
 // Does cuDNN fuse a convolution's epilogue on fp32 data? Issue 4 needs conv2d_relu_bias'
 // relu(conv(x, w) + b) + b2 in one pass (the separate epilogue pass costs a third of its time).
-// For that model's shape, in both layouts, this lists every engine configuration cuDNN's
-// heuristics (instant, A, B, fallback) offer for the convolution alone and for the fused graph
-// (conv -> add b -> relu -> add b2, the intermediates virtual), plans and times each, and
-// checks each fused result against the best plain convolution plus a CUDA epilogue kernel.
+// For that model's shape, in three layouts (channels-first, channels-last, and channels-last in
+// with a channels-first result), this lists every engine configuration cuDNN's heuristics
+// (instant, A, B, fallback) offer for the convolution alone and for the fused graph (conv -> add
+// b -> relu -> add b2, the intermediates virtual), plans and times each, and checks each fused
+// result against the best plain convolution plus a CUDA epilogue kernel.
 //   nvcc -O2 -std=c++17 -arch=sm_90 -o probe cudnn_fusion_probe.cu -lcudnn && ./probe
 // (tests/gpu/bench/run.sh builds it against the cuDNN that PyTorch loads.)
 #include <cuda_runtime.h>
@@ -97,12 +98,13 @@ struct Engine {
   std::string modes;  // heuristic modes that offered it
 };
 
-// The operation graph: the convolution alone (y uid 5) or fused with its epilogue (z uid 5).
-cudnnBackendDescriptor_t build(cudnnHandle_t handle, bool fused, bool nhwc, Status& st) {
+// The operation graph: the convolution alone (y uid 5) or fused with its epilogue (z uid 5);
+// x and w in one layout, y and z in another (out_nhwc).
+cudnnBackendDescriptor_t build(cudnnHandle_t handle, bool fused, bool nhwc, bool out_nhwc, Status& st) {
   const std::vector<int64_t> xd = {N, C, H, W}, wd = {K, C, R, S}, yd = {N, K, H, W}, bd = {1, K, 1, 1};
   cudnnBackendDescriptor_t x = tensor(1, xd, strides_of(xd, nhwc), false, st);
   cudnnBackendDescriptor_t w = tensor(2, wd, strides_of(wd, nhwc), false, st);
-  cudnnBackendDescriptor_t y = tensor(fused ? 10 : 5, yd, strides_of(yd, nhwc), fused, st);
+  cudnnBackendDescriptor_t y = tensor(fused ? 10 : 5, yd, strides_of(yd, out_nhwc), fused, st);
   cudnnBackendDescriptor_t conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, st);
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
@@ -128,9 +130,9 @@ cudnnBackendDescriptor_t build(cudnnHandle_t handle, bool fused, bool nhwc, Stat
   if (fused) {
     cudnnBackendDescriptor_t b = tensor(3, bd, strides_of(bd, nhwc), false, st);
     cudnnBackendDescriptor_t b2 = tensor(4, bd, strides_of(bd, nhwc), false, st);
-    cudnnBackendDescriptor_t t1 = tensor(11, yd, strides_of(yd, nhwc), true, st);
-    cudnnBackendDescriptor_t t2 = tensor(12, yd, strides_of(yd, nhwc), true, st);
-    cudnnBackendDescriptor_t z = tensor(5, yd, strides_of(yd, nhwc), false, st);
+    cudnnBackendDescriptor_t t1 = tensor(11, yd, strides_of(yd, out_nhwc), true, st);
+    cudnnBackendDescriptor_t t2 = tensor(12, yd, strides_of(yd, out_nhwc), true, st);
+    cudnnBackendDescriptor_t z = tensor(5, yd, strides_of(yd, out_nhwc), false, st);
     ops.push_back(pointwise(CUDNN_POINTWISE_ADD, y, b, t1, st));
     ops.push_back(pointwise(CUDNN_POINTWISE_RELU_FWD, t1, nullptr, t2, st));
     ops.push_back(pointwise(CUDNN_POINTWISE_ADD, t2, b2, z, st));
@@ -319,12 +321,20 @@ int main() {
   fill<<<1, 64>>>(b, K, 3u, 0.5f);
   fill<<<1, 64>>>(b2, K, 4u, 0.5f);
   CK(cudaDeviceSynchronize());
-  for (bool nhwc : {false, true}) {
+  // Layouts (in, out): both channels-first, both channels-last, and channels-last in with a
+  // channels-first result (the model's output layout without a transpose after the fused graph);
+  // the last is checked against the first's reference.
+  float* ref_nchw = nullptr;
+  CK(cudaMalloc(&ref_nchw, ny * 4));
+  const std::pair<bool, bool> layouts[] = {{false, false}, {true, true}, {true, false}};
+  for (const auto& [nhwc, out_nhwc] : layouts) {
     float best_conv = 1e30f;
+    const bool mixed = nhwc != out_nhwc;
     for (bool fused : {false, true}) {
-      std::printf("%s, %s:\n", nhwc ? "channels-last" : "channels-first", fused ? "conv + add + relu + add (fused graph)" : "conv alone");
+      std::printf("%s -> %s, %s:\n", nhwc ? "channels-last" : "channels-first", out_nhwc ? "channels-last" : "channels-first",
+                  fused ? "conv + add + relu + add (fused graph)" : "conv alone");
       Status st;
-      cudnnBackendDescriptor_t graph = build(handle, fused, nhwc, st);
+      cudnnBackendDescriptor_t graph = build(handle, fused, nhwc, out_nhwc, st);
       if (!st.ok()) {
         std::printf("    graph refused: %s\n", st.what.c_str());
         continue;
@@ -351,13 +361,14 @@ int main() {
           std::printf("execution failed\n");
         } else if (!fused) {
           std::printf("%.4f ms, workspace %lld MiB\n", ms, (long long)(ws_bytes >> 20));
-          if (!e.down_convert && ms < best_conv) {  // the reference: the best full-precision plain conv, then the epilogue
+          if (!mixed && !e.down_convert && ms < best_conv) {  // the reference: the best full-precision plain conv, then the epilogue
             best_conv = ms;
             epilogue<<<4096, 256>>>(y, b, b2, ref, ny, nhwc);
+            if (!nhwc) CK(cudaMemcpy(ref_nchw, ref, ny * 4, cudaMemcpyDeviceToDevice));
           }
         } else {
           CK(cudaMemset(diff, 0, 4));
-          max_abs_diff<<<4096, 256>>>(z, ref, ny, diff);
+          max_abs_diff<<<4096, 256>>>(z, out_nhwc ? ref : ref_nchw, ny, diff);
           float d = 0.f;
           CK(cudaMemcpy(&d, diff, 4, cudaMemcpyDeviceToHost));
           std::printf("%.4f ms, workspace %lld MiB, max |z - ref| %.3g\n", ms, (long long)(ws_bytes >> 20), d);
