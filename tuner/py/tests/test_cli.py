@@ -164,7 +164,7 @@ GPU_FAMILY_PLANS = {
     "rows_norm_middle.py": ["reduce"],
     "rows_norms.py": ["reduce", "reduce"],
     "rows_split.py": ["reduce", "reduce"],
-    "pool_max2d_dilated.py": ["elementwise"],
+    "pool_max2d_dilated.py": ["elementwise", "elementwise"],
     "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
     "rows_scans.py": ["reduce", "reduce", "reduce"],
     "rows_scans_reversed.py": ["reduce", "reduce", "reduce", "elementwise"],
