@@ -89,8 +89,8 @@ std::string pool_expr(const PoolOp& p, int slot, const Layout& input) {
   const std::vector<int64_t> in_stride(input.strides.begin() + p.lead, input.strides.end());
   int64_t taps = 1;
   for (int64_t k : p.kernel) taps *= k;
-  return "fusetune::pool<" + std::to_string(p.kind) + ", " + std::to_string(nd) + ", " + std::to_string(taps) + ">(a.ptr[" + std::to_string(slot) + "] + " +
-         offset_expr(lead, outer) + ", (" + type + ")idx % " + std::to_string(spatial) + u +
+  return "fusetune::pool<" + std::to_string(p.kind) + ", " + std::to_string(nd) + ", " + std::to_string(taps) + ">(a.ptr[" +
+         std::to_string(slot) + "] + " + offset_expr(lead, outer) + ", (" + type + ")idx % " + std::to_string(spatial) + u +
          ", fusetune::PoolWindow<" + std::to_string(nd) + ">{" + braced(p.out) + ", " + braced(p.in) + ", " + braced(in_stride) +
          ", " + braced(p.kernel) + ", " + braced(p.stride) + ", " + braced(p.padding) + ", " + braced(p.dilation) + ", " +
          std::to_string(p.divisor) + "})";
