@@ -73,12 +73,15 @@ run_model() {  # name model_file [extra fusetune options]
   local out=$WORK/$name
   fresh_run "$out" "$model"
   echo "=== $name"
-  if timeout "$MODEL_TIMEOUT" "$FT" --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1 \
-      && check_run "$name" "$out"; then
+  local rc=0
+  timeout "$MODEL_TIMEOUT" "$FT" --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 "$@" >"$out/run.log" 2>&1 || rc=$?
+  if [ $rc -eq 0 ] && check_run "$name" "$out"; then
     :
   else
-    echo "$name FAILED"; tail -30 "$out/run.log"; failures=$((failures + 1))
-    echo "$name FAIL (see run.log)" >>"$summary"
+    local why="see run.log"
+    [ $rc -eq 124 ] && why="stopped by FUSETUNE_GPU_MODEL_TIMEOUT=${MODEL_TIMEOUT}s; see run.log"
+    echo "$name FAILED ($why)"; tail -30 "$out/run.log"; failures=$((failures + 1))
+    echo "$name FAIL ($why)" >>"$summary"
   fi
   archive
 }
