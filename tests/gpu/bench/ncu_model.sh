@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Hardware counters (Nsight Compute) for the kernels of a finished fusetune run and for
+# torch.compile's kernels on the same inputs: one forward of each inside a profiler range, after
+# warm-up outside it. Run on the GPU machine (a Firecracker one: ncu reads counters there):
+#   bash tests/gpu/bench/ncu_model.sh OUT_DIR [OUT_DIR...]
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+for out in "$@"; do
+  echo "=== ncu $(basename "$out")"
+  ncu --clock-control none --profile-from-start off --target-processes all \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section SchedulerStats \
+      python3 - "$out" "$HERE/../../../tuner/py" <<'PY' 2>&1 | grep -v "^==PROF=="
+import os, sys
+import torch
+out, pkg = sys.argv[1:3]
+sys.path.insert(0, pkg)
+from fusetune_py.common import build_inputs, build_model, load_module, pytorch_default_precision
+module = load_module(os.path.join(out, "model.py"), "fusetune_user_model")
+new_module = load_module(os.path.join(out, "model_new.py"), "fusetune_model_new", required=("ModelNew",))
+model = build_model(module, 0)[0].cuda()
+model_new = build_model(new_module, 0, "ModelNew", init_module=module)[0].cuda()
+compiled = torch.compile(model)
+inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in build_inputs(module, 1)]
+pytorch_default_precision()  # torch.compile as profile times it
+with torch.no_grad():
+    for _ in range(3):
+        model_new(*inputs), compiled(*inputs)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    print("fusetune:"); model_new(*inputs); torch.cuda.synchronize()
+    print("torch.compile:"); compiled(*inputs); torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+PY
+done
