@@ -3,13 +3,15 @@
 # torch.compile's kernels on the same inputs: one forward of each inside a profiler range, after
 # warm-up outside it. Run on the GPU machine (a Firecracker one: ncu reads counters there):
 #   bash tests/gpu/bench/ncu_model.sh OUT_DIR [OUT_DIR...]
+# NCU_DETAILS (default "--print-details all": each section's breakdown tables too; empty for the
+# summary alone).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 for out in "$@"; do
   echo "=== ncu $(basename "$out")"
   ncu --clock-control none --profile-from-start off --target-processes all \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-      --section WarpStateStats --section SchedulerStats \
+      --section WarpStateStats --section SchedulerStats ${NCU_DETAILS---print-details all} \
       python3 - "$out" "$HERE/../../../tuner/py" <<'PY' 2>&1 | grep -v "^==PROF=="
 import os, sys
 import torch
