@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
-# what cuBLASLt offers for the shared GEMM shapes, and whether cuDNN fuses a convolution's
-# epilogue on fp32 data. Run on the GPU machine, all of them or those named:
-#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion]
+# what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
+# on fp32 data, and how a pooling loop's shape sets its L1 traffic. Run on the GPU machine, all of
+# them or those named:
+#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
 mkdir -p "$BIN"
-for bench in ${@:-copy cublaslt cudnn_fusion}; do
+for bench in ${@:-copy cublaslt cudnn_fusion pool}; do
   case $bench in
     copy)
       nvcc -O3 -arch=sm_90 -o "$BIN/copy_ceiling" "$HERE/copy_ceiling.cu"
@@ -32,6 +33,11 @@ PY
       else flags=(-lcudnn); fi
       nvcc -O2 -std=c++17 -arch=sm_90 -o "$BIN/cudnn_fusion_probe" "$HERE/cudnn_fusion_probe.cu" "${flags[@]}"
       "$BIN/cudnn_fusion_probe" ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion)"; exit 2 ;;
+    pool|pool_ncu)  # pool_ncu: one run of each loop shape under Nsight Compute, with its breakdowns
+      nvcc -O3 -arch=sm_90 -o "$BIN/pool_probe" "$HERE/pool_probe.cu"
+      if [ $bench = pool ]; then "$BIN/pool_probe"
+      else ncu --clock-control none -k regex:'taps|rows' --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --print-details all "$BIN/pool_probe" 1 | grep -v "^==PROF=="; fi ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu)"; exit 2 ;;
   esac
 done
