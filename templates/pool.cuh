@@ -17,18 +17,57 @@ template <int ND> struct PoolWindow {
   int divisor;  // avg: divisor_override, 0 for none
 };
 
-// The window's taps from `start` (per spatial dimension), max or sum; CHECK: skip the taps
-// outside the input (the window crosses the padding). TAPS is the window's size, so that the
-// loop unrolls (up to kMaxUnrolledTaps): each tap is then a load at a constant offset from the
-// window's origin, and its bounds check one compare per dimension, shared by the taps of a row.
-constexpr int kMaxUnrolledTaps = 64;
+constexpr int kMaxUnrolledTaps = 64;  // windows up to this size are unrolled whole
 
-template <int KIND, int ND, int TAPS, bool CHECK>
-__device__ __forceinline__ float pool_taps(const float* base, const long long (&start)[ND], const PoolWindow<ND>& w) {
-  long long origin = 0;
+template <int KIND>
+__device__ __forceinline__ float pool_tap(float acc, float v) {
+  if (KIND == 0) return (v > acc || v != v) ? v : acc;
+  return acc + v;
+}
+
+// N consecutive taps from `p`, which is 8-byte aligned: as float2 pairs, the odd one last.
+template <int KIND, int N>
+__device__ __forceinline__ float pool_pairs(float acc, const float* p) {
+#pragma unroll(N / 2 > 0 && N / 2 <= kMaxUnrolledTaps ? N / 2 : 4)
+  for (int c = 0; c + 1 < N; c += 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p + c);
+    acc = pool_tap<KIND>(pool_tap<KIND>(acc, v.x), v.y);
+  }
+  return N % 2 ? pool_tap<KIND>(acc, p[N - 1]) : acc;
+}
+
+// pool_taps for a window inside the input whose last dimension is contiguous and has KW taps
+// that start at a column of known parity (an even stride; the generator checks that every
+// other stride is even too, and pool() that the input is 8-byte aligned): each row of the window
+// is read as aligned float2 pairs, half the load instructions of one tap at a time, in the same
+// order (so sums round alike).
+template <int KIND, int ND, int TAPS, int KW>
+__device__ __forceinline__ float pool_rows_paired(const float* window, const PoolWindow<ND>& w) {
+  float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.f;
+  constexpr int ROWS = TAPS / KW;
+  const bool odd = (w.padding[ND - 1] & 1) != 0;  // the first column's parity: a literal, folded
+#pragma unroll(TAPS <= kMaxUnrolledTaps ? ROWS : 1)
+  for (int r = 0; r < ROWS; ++r) {
+    int rest = r;
+    long long offset = 0;
 #pragma unroll
-  for (int d = 0; d < ND; ++d) origin += start[d] * w.in_stride[d];
-  const float* window = base + origin;
+    for (int d = ND - 2; d >= 0; --d) {
+      offset += (rest % w.kernel[d]) * (KIND == 0 ? w.dilation[d] : 1) * w.in_stride[d];
+      rest /= w.kernel[d];
+    }
+    const float* row = window + offset;
+    acc = odd ? pool_pairs<KIND, KW - 1>(pool_tap<KIND>(acc, row[0]), row + 1) : pool_pairs<KIND, KW>(acc, row);
+  }
+  return acc;
+}
+
+// The taps of the window at `window` (its first tap's address; `start`: that tap's index per
+// spatial dimension), max or sum; CHECK: skip the taps outside the input (the window crosses the
+// padding). TAPS is the window's size, so that the loop unrolls (up to kMaxUnrolledTaps): each tap
+// is then a load at a constant offset from `window`, and its bounds check one compare per
+// dimension, shared by the taps of a row.
+template <int KIND, int ND, int TAPS, bool CHECK>
+__device__ __forceinline__ float pool_taps(const float* window, const long long (&start)[ND], const PoolWindow<ND>& w) {
   float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.f;
 #pragma unroll(TAPS <= kMaxUnrolledTaps ? TAPS : 4)
   for (int t = 0; t < TAPS; ++t) {
@@ -43,18 +82,17 @@ __device__ __forceinline__ float pool_taps(const float* base, const long long (&
       offset += step * w.in_stride[d];
     }
     if (CHECK && !in_bounds) continue;
-    const float v = window[offset];
-    if (KIND == 0) acc = (v > acc || v != v) ? v : acc;
-    else acc += v;
+    acc = pool_tap<KIND>(acc, window[offset]);
   }
   return acc;
 }
 
 // KIND: 0 max, 1 average counting padding, 2 average over the elements inside the input only.
-// `base`: the input at this output's batch and channel indices (the generated code computes it
+// KW: the last dimension's kernel size where its taps may be read in pairs (pool_rows_paired),
+// else 0. `base`: the input at this output's batch and channel indices (the generated code computes it
 // from the input's literal layout); `so`: the output's index within its spatial dimensions, an
 // unsigned type as wide as they need.
-template <int KIND, int ND, int TAPS, class I>
+template <int KIND, int ND, int TAPS, int KW = 0, class I>
 __device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<ND>& w) {
   I o[ND];
 #pragma unroll
@@ -74,7 +112,14 @@ __device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<
     inside *= hi > lo ? hi - lo : 0;
     interior &= start[d] >= 0 && start[d] + (long long)(w.kernel[d] - 1) * (KIND == 0 ? w.dilation[d] : 1) < w.in[d];
   }
-  const float acc = interior ? pool_taps<KIND, ND, TAPS, false>(base, start, w) : pool_taps<KIND, ND, TAPS, true>(base, start, w);
+  long long origin = 0;
+#pragma unroll
+  for (int d = 0; d < ND; ++d) origin += start[d] * w.in_stride[d];
+  const float* window = base + origin;
+  float acc;
+  if (KW > 0 && interior && ((unsigned long long)base & 7) == 0) acc = pool_rows_paired<KIND, ND, TAPS, KW ? KW : 1>(window, w);
+  else if (interior) acc = pool_taps<KIND, ND, TAPS, false>(window, start, w);
+  else acc = pool_taps<KIND, ND, TAPS, true>(window, start, w);
   if (KIND == 0) return acc;
   const long long divisor = w.divisor ? w.divisor : KIND == 1 ? pool_size : inside;
   return acc / (float)divisor;

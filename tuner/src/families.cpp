@@ -35,6 +35,10 @@ std::vector<const Family*> families_for(const Group& g, std::vector<std::string>
   return out;
 }
 
+bool math_allowed(const Group& g, const Config& c, const std::string& policy) {
+  return c.at("MATH") == 0 || (policy != "fp32" && g.op_struct.find("<MATH>(") != std::string::npos);
+}
+
 const Family& family_by_name(const std::string& name) {
   for (const Family* f : all_families())
     if (f->name() == name) return *f;

@@ -88,6 +88,11 @@ const Family* family_anchoring(const std::string& op);
 std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused = nullptr);
 std::vector<const Family*> all_families();
 
+// Whether MATH 1 may run group g under `policy`: only where the group's Op has arithmetic that MATH
+// changes (an exponential, a division by a per-row value: `name<MATH>(`); elsewhere it would time
+// the same kernel twice.
+bool math_allowed(const Group& g, const Config& c, const std::string& policy);
+
 // The KernelArgs a group's kernel takes, given each slot's base pointer on the device (the
 // measuring worker's buffers; the generated bindings fill the same fields from their tensors).
 KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base);

@@ -33,6 +33,20 @@ std::string braced(const std::vector<int64_t>& v) {
   return s + "}";
 }
 
+// The last dimension's kernel size where pool.cuh may read a window's rows in aligned float2
+// pairs, else 0: the last dimension is contiguous with an even stride (so a window's first column
+// has the padding's parity), undilated, and every other stride that moves is even (so each row's
+// first column has that parity too; pool.cuh checks the pointer's alignment).
+int64_t paired_width(const PoolOp& p, const std::vector<int64_t>& in_stride, const Layout& lead) {
+  const size_t last = p.in.size() - 1;
+  if (in_stride[last] != 1 || p.stride[last] % 2 != 0 || p.kernel[last] < 2 || p.dilation[last] != 1) return 0;
+  for (size_t d = 0; d < last; ++d)
+    if (p.in[d] > 1 && in_stride[d] % 2 != 0) return 0;
+  for (size_t d = 0; d < lead.sizes.size(); ++d)
+    if (lead.sizes[d] > 1 && lead.strides[d] % 2 != 0) return 0;
+  return p.kernel[last];
+}
+
 }  // namespace
 
 bool is_pool_op(const std::string& op) {
@@ -89,7 +103,8 @@ std::string pool_expr(const PoolOp& p, int slot, const Layout& input) {
   const std::vector<int64_t> in_stride(input.strides.begin() + p.lead, input.strides.end());
   int64_t taps = 1;
   for (int64_t k : p.kernel) taps *= k;
-  return "fusetune::pool<" + std::to_string(p.kind) + ", " + std::to_string(nd) + ", " + std::to_string(taps) + ">(a.ptr[" +
+  return "fusetune::pool<" + std::to_string(p.kind) + ", " + std::to_string(nd) + ", " + std::to_string(taps) + ", " +
+         std::to_string(paired_width(p, in_stride, lead)) + ">(a.ptr[" +
          std::to_string(slot) + "] + " + offset_expr(lead, outer) + ", (" + type + ")idx % " + std::to_string(spatial) + u +
          ", fusetune::PoolWindow<" + std::to_string(nd) + ">{" + braced(p.out) + ", " + braced(p.in) + ", " + braced(in_stride) +
          ", " + braced(p.kernel) + ", " + braced(p.stride) + ", " + braced(p.padding) + ", " + braced(p.dilation) + ", " +

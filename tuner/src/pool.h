@@ -24,7 +24,9 @@ bool pool_returns_indices(const std::string& op);
 std::optional<PoolOp> pool_of(const Node& n, const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape,
                               std::string& why);
 // The fused expression: fusetune::pool<...>(the input at the output's batch and channel, its spatial
-// index, fusetune::PoolWindow<ND>{...}), every size and stride of `input` (slot `slot`) a literal.
+// index, fusetune::PoolWindow<ND>{...}), every size and stride of `input` (slot `slot`) a literal;
+// the fourth template argument is the last dimension's kernel size where its taps may be loaded in
+// pairs, else 0.
 std::string pool_expr(const PoolOp& p, int slot, const Layout& input);
 
 }  // namespace fusetune

@@ -710,11 +710,33 @@ TEST(Plan, MaxPoolValuesAreAFusedValue) {
   EXPECT_EQ(gr.op_struct.rfind("#include \"pool.cuh\"", 0), 0u) << gr.op_struct;
   // The input at the output's (batch, channel), the two merged into one dimension of stride 72,
   // and the output's spatial index; the input's spatial strides {8, 1} are literals too.
-  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2, 9>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 16u) * 72), "
+  EXPECT_NE(gr.op_struct.find("fusetune::pool<0, 2, 9, 3>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 16u) * 72), "
                               "(unsigned)idx % 16u, fusetune::PoolWindow<2>{{4, 4}, {9, 8}, {8, 1}, {3, 3}, "
                               "{2, 2}, {1, 1}, {2, 1}, 0})"),
             std::string::npos)
       << gr.op_struct;
+  // The stride is even, so the window's rows are read in float2 pairs of its 3 columns (the
+  // fourth template argument); one output per thread (VEC 1) joins the space for pooling only,
+  // and MATH 1 does not (relu has no arithmetic it changes).
+  const Family& ew = family_by_name("elementwise");
+  const Config vec1{"elementwise", {{"BLOCK", 128}, {"VEC", 1}, {"ILP", 2}, {"MATH", 0}}};
+  const Config math1{"elementwise", {{"BLOCK", 128}, {"VEC", 2}, {"ILP", 2}, {"MATH", 1}}};
+  EXPECT_TRUE(ew.allowed(gr, vec1, "tf32"));
+  EXPECT_FALSE(ew.allowed(gr, math1, "tf32"));
+  const Plan chain = plan_graph(G().value("x", {4, 8}, "input").node("r", "aten.relu.default", {G::ref("x")}, {4, 8}).build({"r"}));
+  EXPECT_FALSE(ew.allowed(chain.groups[0], vec1, "tf32"));
+
+  // No pairs where a row's first column has no fixed parity: an odd stride, or an odd row stride.
+  for (const auto& [width, stride] : std::vector<std::pair<int64_t, int64_t>>{{8, 1}, {7, 2}}) {
+    const int64_t out_w = (width + 2 - 3) / stride + 1;
+    const Plan odd = plan_graph(G().value("x", {2, 3, 9, width}, "input")
+                                    .node("mp", "aten.max_pool2d_with_indices.default",
+                                          std::vector<json>{G::ref("x"), json::array({3, 3}), json::array({stride, stride}), json::array({1, 1})}, {})
+                                    .value("mp", {}, "tuple")
+                                    .node("v", "getitem", std::vector<json>{G::ref("mp"), 0}, {2, 3, (9 + 2 - 3) / stride + 1, out_w})
+                                    .build({"v"}));
+    EXPECT_NE(odd.groups[0].op_struct.find("fusetune::pool<0, 2, 9, 0>("), std::string::npos) << odd.groups[0].op_struct;
+  }
 
   Graph indices = G().value("x", {2, 3, 9, 8}, "input")
                       .node("mp", "aten.max_pool2d_with_indices.default", std::vector<json>{G::ref("x"), json::array({2, 2})}, {})
@@ -737,7 +759,7 @@ TEST(Plan, AvgPoolThenASum) {
   ASSERT_EQ(p.groups.size(), 2u);
   EXPECT_EQ(p.groups[0].family, "elementwise");
   EXPECT_EQ(p.groups[1].family, "reduce");
-  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2, 6>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 12u) * 42), "
+  EXPECT_NE(p.groups[0].op_struct.find("fusetune::pool<2, 2, 6, 2>(a.ptr[0] + ((long long)(unsigned)((unsigned)idx / 12u) * 42), "
                                        "(unsigned)idx % 12u, fusetune::PoolWindow<2>{{3, 4}, {7, 6}, {6, 1}, {3, 2}, "
                                        "{3, 2}, {1, 1}, {1, 1}, 4})"),
             std::string::npos)

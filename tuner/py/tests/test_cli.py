@@ -166,6 +166,7 @@ GPU_FAMILY_PLANS = {
     "rows_split.py": ["reduce", "reduce"],
     "pool_max2d_dilated.py": ["elementwise", "elementwise"],
     "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
+    "pool_paired.py": ["elementwise"] * 4,
     "rows_scans.py": ["reduce", "reduce", "reduce"],
     "rows_scans_reversed.py": ["reduce", "reduce", "reduce", "elementwise"],
     "rows_norm_channels_vec.py": ["reduce"],

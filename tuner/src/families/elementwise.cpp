@@ -19,8 +19,11 @@ class Elementwise : public Family {
     return "fusetune::elementwise_launch(" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", args.numel)";
   }
   double flops(const Group& g) const override { return (double)g.numel() * (double)g.ops.size(); }
-  bool allowed(const Group&, const Config& c, const std::string& policy) const override {
-    return policy != "fp32" || c.at("MATH") == 0;
+  // VEC 1 only for pooling: a window's taps are loads of their own, and one output per thread
+  // reads each row's taps with the fewest requests (pool.cuh); loads of whole vectors are better
+  // everywhere else.
+  bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
+    return math_allowed(g, c, policy) && (c.at("VEC") > 1 || g.op_struct.find("fusetune::pool<") != std::string::npos);
   }
   std::string precision(const Group&, const Config& c) const override {
     return c.at("MATH") ? "fp32 (approximate transcendentals)" : "fp32";

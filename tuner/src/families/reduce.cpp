@@ -24,10 +24,8 @@ class ReduceKernel : public Family {
     return "#include \"" + template_file + "\"\n#include \"reduce_launch.h\"\n";
   }
   double flops(const Group& g) const override { return (double)g.m * (double)g.k * (double)g.ops.size(); }
-  // MATH 1 only where the group's Op has arithmetic it changes (an exponential, a division by
-  // a per-row value: `name<MATH>(`); elsewhere it would time the same kernel twice.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
-    return c.at("MATH") == 0 || (policy != "fp32" && g.op_struct.find("<MATH>(") != std::string::npos);
+    return math_allowed(g, c, policy);
   }
   std::string precision(const Group&, const Config& c) const override {
     return c.at("MATH") ? "fp32 (approximate transcendentals)" : "fp32";
