@@ -2,22 +2,7 @@
 // (vector width, elements in flight per thread, cache hints). Same protocol as the tuner: L2
 // flushed before each run, one event pair per run, median. Bytes = read + written.
 //   nvcc -O3 -arch=sm_90 -o copy_ceiling copy_ceiling.cu && ./copy_ceiling [floats]
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <vector>
-
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));               \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "bench.h"
 
 enum Hint { kDefault, kStreaming, kNoAllocate };
 
@@ -58,34 +43,15 @@ int main(int argc, char** argv) {
   int sms = 0, l2 = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-  float *a, *b, *flush;
+  float *a, *b;
   CHECK(cudaMalloc(&a, bytes));
   CHECK(cudaMalloc(&b, bytes));
-  CHECK(cudaMalloc(&flush, 2 * (size_t)l2));
   CHECK(cudaMemset(a, 0, bytes));
   const long long n4 = n / 4;
   auto time = [&](const char* name, const std::function<void()>& run) {
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int i = 0; i < 23; ++i) {
-      CHECK(cudaMemsetAsync(flush, i, 2 * (size_t)l2));
-      CHECK(cudaEventRecord(e0));
-      run();
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      float t;
-      CHECK(cudaEventElapsedTime(&t, e0, e1));
-      if (i >= 3) ms.push_back(t);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(ms.begin(), ms.end());
-    const float med = ms[ms.size() / 2];
-    std::printf("%-34s %8.4f ms  %6.3f TB/s (min %.4f ms, %6.3f TB/s)\n", name, med, 2.0 * bytes / (med * 1e-3) / 1e12,
-                ms.front(), 2.0 * bytes / (ms.front() * 1e-3) / 1e12);
-    CHECK(cudaEventDestroy(e0));
-    CHECK(cudaEventDestroy(e1));
+    const Timing t = time_runs(20, 3, run);
+    std::printf("%-34s %8.4f ms  %6.3f TB/s (min %.4f ms, %6.3f TB/s)\n", name, t.median_ms,
+                2.0 * bytes / (t.median_ms * 1e-3) / 1e12, t.min_ms, 2.0 * bytes / (t.min_ms * 1e-3) / 1e12);
   };
   std::printf("copy of %lld floats (%.3f GB read + written), %d SMs, L2 %d bytes\n", n, 2.0 * bytes / 1e9, sms, l2);
   time("cudaMemcpyAsync D2D", [&] { CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });

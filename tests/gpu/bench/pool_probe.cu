@@ -1,34 +1,20 @@
 // How many L1 requests a 2-D max pooling needs per output, and what that costs: maxpool2d's
-// shape (32 x 64 x 384 x 384, window 3, stride 2, padding 1) with four loop shapes, each checked
-// against the first. Same protocol as copy_ceiling.cu: L2 flushed before each run, median of 20.
+// shape (32 x 64 x 384 x 384, window 3, stride 2, padding 1) with six loop shapes, each checked
+// against the first. Timing as in bench.h: L2 flushed before each run, median of 20.
 // Bytes = input read + output written.
-//   nvcc -O3 -arch=sm_90 -o pool_probe pool_probe.cu && ./pool_probe [runs per loop shape, default 23]
-// (one run each under ncu).
+//   nvcc -O3 -arch=sm_90 -o pool_probe pool_probe.cu && ./pool_probe [timed runs per loop shape,
+//   default 20] (one run each under ncu, with no warm-up).
 //   taps_vec2: each output's nine taps as scalar loads, two neighbouring outputs per thread (the
-//              generated elementwise kernel's shape today); taps_vec1: one output per thread;
+//              generated kernel's loop before paired rows); taps_vec1: one output per thread;
 //   taps_pair: one output per thread, each row's taps as a scalar and an aligned float2 (the
 //              stride is even, so the columns' parity is known at compile time);
 //   rows_vec4: a thread's two outputs share one float4 load per input row (their four own
 //              columns) plus the left neighbour column as a scalar load;
 //   rows_shfl: the same with the left column taken from the neighbouring lane by a shuffle;
 //   rows_2x:   rows_vec4 for two output rows per thread (five input rows instead of six).
-#include <cuda_runtime.h>
-
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <vector>
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));               \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "bench.h"
 
 constexpr int H = 384, W = 384, OH = 192, OW = 192;
 constexpr long long PLANES = 32 * 64;
@@ -120,16 +106,13 @@ __global__ void rows(const float* __restrict__ x, float* __restrict__ y) {
 }
 
 int main(int argc, char** argv) {
-  const int runs = argc > 1 ? std::atoi(argv[1]) : 23, warm = runs > 3 ? 3 : 0;
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 20;  // timed, after 3 untimed ones unless 1
   const long long n_in = PLANES * H * W, n_out = PLANES * OH * OW;
   const double bytes = 4.0 * (n_in + n_out);
-  int l2 = 0;
-  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-  float *x, *y, *ref, *flush;
+  float *x, *y, *ref;
   CHECK(cudaMalloc(&x, n_in * 4));
   CHECK(cudaMalloc(&y, n_out * 4));
   CHECK(cudaMalloc(&ref, n_out * 4));
-  CHECK(cudaMalloc(&flush, 2 * (size_t)l2));
   {
     std::vector<float> h(n_in);
     unsigned s = 12345;
@@ -137,32 +120,14 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(x, h.data(), n_in * 4, cudaMemcpyHostToDevice));
   }
   auto time = [&](const char* name, const std::function<void()>& run) {
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int i = 0; i < runs; ++i) {
-      CHECK(cudaMemsetAsync(flush, i, 2 * (size_t)l2));
-      CHECK(cudaEventRecord(e0));
-      run();
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      float t;
-      CHECK(cudaEventElapsedTime(&t, e0, e1));
-      if (i >= warm) ms.push_back(t);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(ms.begin(), ms.end());
+    const float med = time_runs(runs, runs > 1 ? 3 : 0, run).median_ms;
     std::vector<float> got(n_out), want(n_out);
     CHECK(cudaMemcpy(got.data(), y, n_out * 4, cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(want.data(), ref, n_out * 4, cudaMemcpyDeviceToHost));
     long long bad = 0;
     for (long long i = 0; i < n_out; ++i) bad += got[i] != want[i];
-    const float med = ms[ms.size() / 2];
     std::printf("%-10s %8.4f ms  %6.3f TB/s  %s\n", name, med, bytes / (med * 1e-3) / 1e12,
                 bad ? "WRONG" : "matches taps_vec2");
-    CHECK(cudaEventDestroy(e0));
-    CHECK(cudaEventDestroy(e1));
   };
   taps<2><<<(unsigned)(n_out / 2 / 128), 128>>>(x, ref);
   CHECK(cudaDeviceSynchronize());
