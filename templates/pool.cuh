@@ -39,8 +39,8 @@ __device__ __forceinline__ float pool_pairs(float acc, const float* p) {
 // pool_taps for a window inside the input whose last dimension is contiguous and has KW taps
 // that start at a column of known parity (an even stride; the generator checks that every
 // other stride is even too, and pool() that the input is 8-byte aligned): each row of the window
-// is read as aligned float2 pairs, half the load instructions of one tap at a time, in the same
-// order (so sums round alike).
+// is read as aligned float2 pairs (one load per pair of taps), in the same order as pool_taps (so
+// sums round alike).
 template <int KIND, int ND, int TAPS, int KW>
 __device__ __forceinline__ float pool_rows_paired(const float* window, const PoolWindow<ND>& w) {
   float acc = KIND == 0 ? -__int_as_float(0x7f800000) : 0.f;

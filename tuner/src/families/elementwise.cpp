@@ -19,9 +19,8 @@ class Elementwise : public Family {
     return "fusetune::elementwise_launch(" + p("BLOCK") + ", " + p("VEC") + ", " + p("ILP") + ", args.numel)";
   }
   double flops(const Group& g) const override { return (double)g.numel() * (double)g.ops.size(); }
-  // VEC 1 only for pooling: a window's taps are loads of their own, and one output per thread
-  // reads each row's taps with the fewest requests (pool.cuh); loads of whole vectors are better
-  // everywhere else.
+  // VEC 1 only for pooling, whose taps are loads of their own rather than vectors of the index
+  // space (it won avgpool3d by 1%, docs/PERF.md); loads of whole vectors are better elsewhere.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
     return math_allowed(g, c, policy) && (c.at("VEC") > 1 || g.op_struct.find("fusetune::pool<") != std::string::npos);
   }
