@@ -11,6 +11,7 @@
 #include "families.h"
 #include "graph.h"
 #include "plan.h"
+#include "progress.h"
 #include "results.h"
 #include "util.h"
 
@@ -32,6 +33,12 @@ struct Paths {
         best(path_join(out, "results/best.json")),
         log(path_join(work, "fusetune.log")) {}
 };
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
 
 std::string python() {
   const char* p = std::getenv("FUSETUNE_PYTHON");
@@ -209,7 +216,7 @@ void stage_tune(const Options& o) {
   std::map<std::string, KernelChoice> kernels;
   for (const json& gr : s.best.at("groups")) kernels[gr.at("id")] = KernelChoice{gr.at("kernel_family"), gr.at("template")};
   emit_extension(s.graph, s.plan, p.out, o.model, kernels);
-  std::fprintf(stderr, "generated extension/kernels and model_new.py\n");
+  Progress(p.log).log("generated extension/kernels and model_new.py");
   stage_build(o);
   if (o.verify) stage_verify(o);
   if (o.profile) stage_profile(o);
@@ -228,22 +235,30 @@ void stage_build(const Options& o) {
   write_file_if_changed(path_join(ext, "kernels/tuned_constants.h"), tuned_constants_header(best));
   std::string dirs;
   for (const auto& d : template_dirs(o)) dirs += (dirs.empty() ? "" : ":") + d;
-  std::fprintf(stderr, "building cuda_extension for %s in %s\n", o.arch.c_str(), ext.c_str());
+  Progress progress(p.log);
+  progress.log("building cuda_extension for " + o.arch + " in " + ext);
+  const auto start = Clock::now();
   const int rc = run_process({python(), path_join(ext, "setup.py"), "-q", "build_ext", "--inplace"},
                              {"FUSETUNE_ARCH=" + o.arch, "FUSETUNE_TEMPLATES=" + dirs,
                               "MAX_JOBS=" + std::to_string(o.search.workers)});
   if (rc != 0) FT_USER_ERROR("building the extension failed (exit status " + std::to_string(rc) + ")");
+  progress.log("built cuda_extension in " + seconds_text(seconds_since(start)));
 }
 
 void stage_verify(const Options& o) {
   const Paths p(o);
   const std::string out = path_join(p.work, "verify.json");
   std::remove(out.c_str());
+  Progress progress(p.log);
+  progress.log("verifying ModelNew against Model");
+  const auto start = Clock::now();
   run_python("verify", {"verify", "--model", absolute_path(o.model), "--model-new", path_join(p.out, "model_new.py"),
                         "--seed", std::to_string(o.search.seed), "--trials", std::to_string(o.trials), "--atol",
                         format_float(o.search.atol), "--rtol", format_float(o.search.rtol), "--out", out},
              "verification");
-  const json v = json::parse(read_file(out));
+  json v = json::parse(read_file(out));
+  v["wall_s"] = seconds_since(start);
+  progress.log("verified in " + seconds_text(v["wall_s"]));
   record_end_to_end(p.best, "verify", v);
   print_verify(v);
   if (!v.value("ok", false)) FT_USER_ERROR("ModelNew does not match Model; details in " + p.best);
@@ -253,10 +268,15 @@ void stage_profile(const Options& o) {
   const Paths p(o);
   const std::string out = path_join(p.work, "profile.json");
   std::remove(out.c_str());
+  Progress progress(p.log);
+  progress.log("profiling ModelNew, Model and torch.compile");
+  const auto start = Clock::now();
   run_python("verify", {"profile", "--model", absolute_path(o.model), "--model-new", path_join(p.out, "model_new.py"),
                         "--seed", std::to_string(o.search.seed), "--out", out},
              "profiling");
-  const json prof = json::parse(read_file(out));
+  json prof = json::parse(read_file(out));
+  prof["wall_s"] = seconds_since(start);
+  progress.log("profiled in " + seconds_text(prof["wall_s"]));
   record_end_to_end(p.best, "profile", prof);
   print_profile(prof, json::parse(read_file(p.best)));
 }

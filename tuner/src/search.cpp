@@ -21,10 +21,6 @@ namespace fusetune {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 struct Pending {
   std::string name;
   std::string key;

@@ -1,5 +1,6 @@
-// Small shared helpers: files, atomic writes, hashing, subprocesses, number formatting.
+// Small shared helpers: files, atomic writes, hashing, subprocesses, number formatting, elapsed time.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ int run_process(const std::vector<std::string>& argv, const std::vector<std::str
 std::string self_exe();
 
 std::string format_float(double v);  // shortest text that reads back as the same float
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 std::string c_identifier(const std::string& s);
 
 }  // namespace fusetune

@@ -124,6 +124,7 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   write_first_config_best(o, g, plan, kernels);
   ASSERT_NO_THROW(stage_build(o));
   EXPECT_FALSE(list_files(path_join(dir, "extension"), ".so").empty());
+  EXPECT_NE(read_file(path_join(dir, ".fusetune/fusetune.log")).find(" built cuda_extension in "), std::string::npos);
   const std::string constants = read_file(path_join(dir, "extension/kernels/tuned_constants.h"));
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
