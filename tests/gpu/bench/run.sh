@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
-# on fp32 data, and how a pooling loop's shape sets its L1 traffic. Run on the GPU machine, all of
-# them or those named:
-#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu]
+# on fp32 data, and how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
+# their memory traffic. Run on the GPU machine, all of them or those named:
+#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
 mkdir -p "$BIN"
-for bench in ${@:-copy cublaslt cudnn_fusion pool}; do
+for bench in ${@:-copy cublaslt cudnn_fusion pool rmsnorm}; do
   case $bench in
     copy)
       nvcc -O3 -arch=sm_90 -o "$BIN/copy_ceiling" "$HERE/copy_ceiling.cu"
@@ -33,11 +33,13 @@ PY
       else flags=(-lcudnn); fi
       nvcc -O2 -std=c++17 -arch=sm_90 -o "$BIN/cudnn_fusion_probe" "$HERE/cudnn_fusion_probe.cu" "${flags[@]}"
       "$BIN/cudnn_fusion_probe" ;;
-    pool|pool_ncu)  # pool_ncu: one run of each loop shape under Nsight Compute, with its breakdowns
-      nvcc -O3 -arch=sm_90 -o "$BIN/pool_probe" "$HERE/pool_probe.cu"
-      if [ $bench = pool ]; then "$BIN/pool_probe"
-      else ncu --clock-control none -k regex:'taps|rows' --section SpeedOfLight --section MemoryWorkloadAnalysis \
-        --print-details all "$BIN/pool_probe" 1 | grep -v "^==PROF=="; fi ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu)"; exit 2 ;;
+    pool|pool_ncu|rmsnorm|rmsnorm_ncu)  # *_ncu: one run of each loop shape under Nsight Compute, with its breakdowns
+      probe=${bench%_ncu}_probe
+      kernels=$([ ${bench%_ncu} = pool ] && echo 'taps|rows' || echo 'copy4|tile|regs|reread')
+      nvcc -O3 -arch=sm_90 -std=c++17 -o "$BIN/$probe" "$HERE/$probe.cu"
+      if [ $bench = ${bench%_ncu} ]; then "$BIN/$probe"
+      else ncu --clock-control none -k regex:"$kernels" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --print-details all "$BIN/$probe" 1 | grep -v "^==PROF=="; fi ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu)"; exit 2 ;;
   esac
 done
