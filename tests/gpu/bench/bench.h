@@ -1,5 +1,5 @@
-// What the microbenchmarks share: a CUDA error check, and the timing protocol of MEASURE.md (L2
-// flushed before each run, one event pair per run, warm-up runs dropped, median).
+// What the microbenchmarks share: a CUDA error check, the timing protocol of MEASURE.md (L2 flushed
+// before each run, one event pair per run, warm-up runs dropped, median) and their input data.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -52,4 +52,12 @@ inline Timing time_runs(int runs, int warm, const std::function<void()>& run) {
   CHECK(cudaEventDestroy(e1));
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms.front()};
+}
+
+// n floats of a fixed pseudo-random sequence in [-0.5, 0.5), written to device memory `dev`.
+inline void fill_uniform(float* dev, long long n) {
+  std::vector<float> h(n);
+  unsigned s = 12345;
+  for (auto& v : h) v = (s = s * 1664525u + 1013904223u) / 4294967296.f - 0.5f;
+  CHECK(cudaMemcpy(dev, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 }

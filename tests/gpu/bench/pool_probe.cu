@@ -113,12 +113,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&x, n_in * 4));
   CHECK(cudaMalloc(&y, n_out * 4));
   CHECK(cudaMalloc(&ref, n_out * 4));
-  {
-    std::vector<float> h(n_in);
-    unsigned s = 12345;
-    for (auto& v : h) v = (s = s * 1664525u + 1013904223u) / 4294967296.f - 0.5f;
-    CHECK(cudaMemcpy(x, h.data(), n_in * 4, cudaMemcpyHostToDevice));
-  }
+  fill_uniform(x, n_in);
   auto time = [&](const char* name, const std::function<void()>& run) {
     const float med = time_runs(runs, runs > 1 ? 3 : 0, run).median_ms;
     std::vector<float> got(n_out), want(n_out);

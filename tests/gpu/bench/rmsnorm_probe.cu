@@ -131,12 +131,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&x, n * 4));
   CHECK(cudaMalloc(&y, n * 4));
   CHECK(cudaMalloc(&ref, n * 4));
-  {
-    std::vector<float> h(n);
-    unsigned s = 12345;
-    for (auto& v : h) v = (s = s * 1664525u + 1013904223u) / 4294967296.f - 0.5f;
-    CHECK(cudaMemcpy(x, h.data(), n * 4, cudaMemcpyHostToDevice));
-  }
+  fill_uniform(x, n);
   CHECK(cudaFuncSetAttribute(tile<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, C * 64 * 4));
   CHECK(cudaFuncSetAttribute(tile<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, C * 128 * 4));
   CHECK(cudaFuncSetAttribute(tile<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, C * 256 * 4));
