@@ -33,6 +33,7 @@ std::string format_float(double v);  // shortest text that reads back as the sam
 
 using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
 std::string c_identifier(const std::string& s);
 
 }  // namespace fusetune
