@@ -19,6 +19,12 @@ template <int ND> struct PoolWindow {
 
 constexpr int kMaxUnrolledTaps = 64;  // windows up to this size are unrolled whole
 
+// The distance between neighbouring taps along dimension d (average pooling has no dilation).
+template <int KIND, int ND>
+__device__ __forceinline__ int tap_step(const PoolWindow<ND>& w, int d) {
+  return KIND == 0 ? w.dilation[d] : 1;
+}
+
 template <int KIND>
 __device__ __forceinline__ float pool_tap(float acc, float v) {
   if (KIND == 0) return (v > acc || v != v) ? v : acc;
@@ -52,7 +58,7 @@ __device__ __forceinline__ float pool_rows_paired(const float* window, const Poo
     long long offset = 0;
 #pragma unroll
     for (int d = ND - 2; d >= 0; --d) {
-      offset += (rest % w.kernel[d]) * (KIND == 0 ? w.dilation[d] : 1) * w.in_stride[d];
+      offset += (rest % w.kernel[d]) * tap_step<KIND>(w, d) * w.in_stride[d];
       rest /= w.kernel[d];
     }
     const float* row = window + offset;
@@ -76,7 +82,7 @@ __device__ __forceinline__ float pool_taps(const float* window, const long long 
     bool in_bounds = true;
 #pragma unroll
     for (int d = ND - 1; d >= 0; --d) {
-      const int step = (rest % w.kernel[d]) * (KIND == 0 ? w.dilation[d] : 1);
+      const int step = (rest % w.kernel[d]) * tap_step<KIND>(w, d);
       rest /= w.kernel[d];
       if (CHECK) in_bounds &= (unsigned long long)(start[d] + step) < (unsigned long long)w.in[d];
       offset += step * w.in_stride[d];
@@ -110,13 +116,14 @@ __device__ __forceinline__ float pool(const float* base, I so, const PoolWindow<
     pool_size *= end - start[d];
     const long long lo = start[d] > 0 ? start[d] : 0, hi = end < w.in[d] ? end : w.in[d];
     inside *= hi > lo ? hi - lo : 0;
-    interior &= start[d] >= 0 && start[d] + (long long)(w.kernel[d] - 1) * (KIND == 0 ? w.dilation[d] : 1) < w.in[d];
+    interior &= start[d] >= 0 && start[d] + (long long)(w.kernel[d] - 1) * tap_step<KIND>(w, d) < w.in[d];
   }
   long long origin = 0;
 #pragma unroll
   for (int d = 0; d < ND; ++d) origin += start[d] * w.in_stride[d];
   const float* window = base + origin;
   float acc;
+  // (KW ? KW : 1: the paired instance exists for KW 0 too, and is never called there.)
   if (KW > 0 && interior && ((unsigned long long)base & 7) == 0) acc = pool_rows_paired<KIND, ND, TAPS, KW ? KW : 1>(window, w);
   else if (interior) acc = pool_taps<KIND, ND, TAPS, false>(window, start, w);
   else acc = pool_taps<KIND, ND, TAPS, true>(window, start, w);

@@ -17,11 +17,11 @@ import os, sys
 import torch
 out, pkg = sys.argv[1:3]
 sys.path.insert(0, pkg)
-from fusetune_py.common import build_inputs, build_model, load_module, pytorch_default_precision
-module = load_module(os.path.join(out, "model.py"), "fusetune_user_model")
-new_module = load_module(os.path.join(out, "model_new.py"), "fusetune_model_new", required=("ModelNew",))
+from fusetune_py.common import build_inputs, build_model, pytorch_default_precision
+from fusetune_py.verify import build_new, load_pair
+module, new_module = load_pair(os.path.join(out, "model.py"), os.path.join(out, "model_new.py"))
 model = build_model(module, 0)[0].cuda()
-model_new = build_model(new_module, 0, "ModelNew", init_module=module)[0].cuda()
+model_new = build_new(module, new_module, 0, torch.device("cuda"))
 compiled = torch.compile(model)
 inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in build_inputs(module, 1)]
 pytorch_default_precision()  # torch.compile as profile times it
