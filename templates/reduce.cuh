@@ -617,6 +617,22 @@ __device__ __forceinline__ void split_merge(float (*acc)[Op::kStats > 0 ? Op::kS
   __syncthreads();  // partial is reused by the next pass
 }
 
+// Calls f(c, e) for each of this thread's CACHE cached elements inside the row, e = threadIdx.y +
+// c * SPLIT its index: without a test per element where all of them are (a test per element
+// made a whole row of 96 elements in two rows spill).
+template <int SPLIT, int CACHE, class F>
+__device__ __forceinline__ void for_cached(long long k, F&& f) {
+  const long long ty = SPLIT == 1 ? 0 : threadIdx.y;
+  if (ty + (long long)(CACHE - 1) * SPLIT < k) {
+#pragma unroll
+    for (int c = 0; c < CACHE; ++c) f(c, ty + (long long)c * SPLIT);
+  } else {
+#pragma unroll
+    for (int c = 0; c < CACHE; ++c)
+      if (ty + (long long)c * SPLIT < k) f(c, ty + (long long)c * SPLIT);
+  }
+}
+
 // This thread's elements of its rows are e = threadIdx.y + j * SPLIT; the first CACHE of them
 // are loaded once, in pass 0, and kept in registers for the later passes and the output pass.
 template <class Op, int P, int MATH, int ROWS, int SPLIT, int CACHE, int R>
@@ -628,15 +644,8 @@ __device__ __forceinline__ void split_passes(const KernelArgs& a, Rows<Op, R>& r
 #pragma unroll
     for (int j = 0; j < R; ++j) init_stats<Op>(acc[j]);
     if (valid) {
-      if (P == 0) {
-#pragma unroll
-        for (int c = 0; c < CACHE; ++c)
-          if (threadIdx.y + (long long)c * SPLIT < a.k) rows.load(threadIdx.y + (long long)c * SPLIT, cache[c]);
-      }
-#pragma unroll
-      for (int c = 0; c < CACHE; ++c)
-        if (threadIdx.y + (long long)c * SPLIT < a.k)
-          rows.template fold_all<P, MATH>(acc, cache[c], threadIdx.y + (long long)c * SPLIT);
+      if (P == 0) for_cached<SPLIT, CACHE>(a.k, [&](int c, long long e) { rows.load(e, cache[c]); });
+      for_cached<SPLIT, CACHE>(a.k, [&](int c, long long e) { rows.template fold_all<P, MATH>(acc, cache[c], e); });
 #pragma unroll 4
       for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
         float x[R][Op::kIn];
@@ -649,6 +658,12 @@ __device__ __forceinline__ void split_passes(const KernelArgs& a, Rows<Op, R>& r
     for (int j = 0; j < R; ++j) Op::template after<P, MATH>(a, rows.row[j].p, acc[j], rows.row[j].red);
     split_passes<Op, P + 1, MATH, ROWS, SPLIT, CACHE, R>(a, rows, valid, cache, partial);
   }
+}
+
+// reduce_thread_kernel's CACHE: the CACHE first elements of each thread's share of its rows, or
+// with KEEP the whole share (k elements split over SPLIT threads).
+__host__ __device__ constexpr int thread_cache(int keep, int cache, long long k, int split) {
+  return keep ? (int)((k + split - 1) / split) : cache;
 }
 
 template <int ROWS, int SPLIT, int CACHE, int RVEC, int MATH, class Op>
@@ -689,9 +704,7 @@ __global__ void __launch_bounds__(ROWS * SPLIT) reduce_thread_kernel(const Kerne
       }
       continue;
     }
-#pragma unroll
-    for (int c = 0; c < CACHE; ++c)
-      if (threadIdx.y + (long long)c * SPLIT < a.k) rows.template store<MATH>(threadIdx.y + (long long)c * SPLIT, cache[c], sc);
+    for_cached<SPLIT, CACHE>(a.k, [&](int c, long long e) { rows.template store<MATH>(e, cache[c], sc); });
 #pragma unroll 4
     for (long long e = threadIdx.y + (long long)CACHE * SPLIT; e < a.k; e += SPLIT) {
       float x[RVEC][Op::kIn];

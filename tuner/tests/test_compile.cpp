@@ -123,24 +123,29 @@ TEST(Compile, EveryReduceInstance) {
 }
 
 TEST(Compile, EveryReduceInstanceOverNeighbouringRows) {
-  // A norm over the channels of NCHW-like data with a per-channel weight and the channels'
-  // argmax: reduce_thread's RVEC 4 (four rows per thread as one vector) runs here.
+  // A norm over the 40 channels of NCHW-like data with a per-channel weight and the channels'
+  // argmax: reduce_thread's RVEC 4 (four rows per thread as one vector) and its KEEP 1 (a
+  // thread's whole share of the norm's rows in registers) run here.
   G b;
-  b.value("x", {3, 5, 8}, "input").value("w", {5, 1}, "parameter")
-      .node("q", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {3, 5, 8})
+  b.value("x", {3, 40, 8}, "input").value("w", {40, 1}, "parameter")
+      .node("q", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {3, 40, 8})
       .node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({1}), true}, {3, 1, 8})
-      .node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("m")}, {3, 5, 8})
-      .node("z", "aten.mul.Tensor", {G::ref("y"), G::ref("w")}, {3, 5, 8})
+      .node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("m")}, {3, 40, 8})
+      .node("z", "aten.mul.Tensor", {G::ref("y"), G::ref("w")}, {3, 40, 8})
       .node("i", "aten.argmax.default", std::vector<json>{G::ref("x"), 1}, {3, 8})
       .values_dtype("i", "int64");
   const Plan p = plan_graph(b.build({"z", "i"}));
   const Compiler c(templates(), "sm_90", temp_dir("reduce_rows"));
-  int vectors = 0;
+  SearchContext ctx;
+  ctx.configs_dir = path_join(fusetune_home(), "configs");
+  int vectors = 0, keeps = 0;
   for (const Group& gr : p.groups) {
     vectors += gr.row_vector == 4;
+    for (const CompileJob& j : compile_jobs(gr, ctx, "tf32")) keeps += j.name.find("_keep1_") != std::string::npos;
     compile_space(gr, c);
   }
   EXPECT_GT(vectors, 0);
+  EXPECT_GT(keeps, 0);
 }
 
 TEST(Compile, EveryReduceInstanceWithArgs) {

@@ -494,12 +494,12 @@ TEST(Plan, NeighbouringRowsMoveAsVectors) {
   EXPECT_EQ(p.groups[1].row_vector, 1);
   EXPECT_NE(p.groups[1].op_struct.find("kRowVec = 1;"), std::string::npos) << p.groups[1].op_struct;
   const Family& thread = family_by_name("reduce_thread");
-  const Config rvec4{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"RVEC", 4}, {"MATH", 0}}};
+  const Config rvec4{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"KEEP", 0}, {"RVEC", 4}, {"MATH", 0}}};
   EXPECT_TRUE(thread.allowed(norm, rvec4, "tf32"));
   EXPECT_FALSE(thread.allowed(p.groups[1], rvec4, "tf32"));
   // The norm has no arithmetic that MATH changes (no exponential, no division by a row's value):
   // MATH 1 would time the same kernel again.
-  const Config math1{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"RVEC", 1}, {"MATH", 1}}};
+  const Config math1{"reduce_thread", {{"ROWS", 32}, {"SPLIT", 4}, {"CACHE", 0}, {"KEEP", 0}, {"RVEC", 1}, {"MATH", 1}}};
   EXPECT_EQ(norm.op_struct.find("<MATH>("), std::string::npos) << norm.op_struct;
   EXPECT_FALSE(thread.allowed(norm, math1, "tf32"));
   const LaunchDims d = thread.launch(norm, rvec4);  // 16 rows, 128 per block
@@ -527,6 +527,40 @@ TEST(Plan, NeighbouringRowsMoveAsVectors) {
   const Config tile32{"reduce_tile", {{"ROWS", 32}, {"SPLIT", 16}, {"RVEC", 1}, {"MATH", 0}}};
   EXPECT_TRUE(tile.allowed(wide, tile8, "tf32"));
   EXPECT_FALSE(tile.allowed(wide, tile32, "tf32"));
+}
+
+// reduce_thread's KEEP 1 keeps a thread's whole share of its rows in registers: offered where the
+// rows are read twice (a norm's scaling after its sum), the share is more than CACHE may hold
+// (32 values) and it fits the register budget (192 values); its CACHE is that share.
+TEST(Plan, ThreadKeepsWholeRowsWhereTheyFit) {
+  Graph g = G().value("x", {2, 96, 8}, "input")
+                .node("q", "aten.mul.Tensor", {G::ref("x"), G::ref("x")}, {2, 96, 8})
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({1}), true}, {2, 1, 8})
+                .node("r", "aten.rsqrt.default", {G::ref("m")}, {2, 1, 8})
+                .node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("r")}, {2, 96, 8})
+                .build({"y"});
+  Graph h = G().value("x", {2, 96, 8}, "input")
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {2, 8})
+                .build({"s"});
+  const Plan p = plan_graph(g), q = plan_graph(h);
+  ASSERT_EQ(p.groups.size(), 1u);
+  ASSERT_EQ(q.groups.size(), 1u);
+  const Group& norm = p.groups[0];
+  const Group& sum = q.groups[0];
+  ASSERT_EQ(norm.k, 96);
+  ASSERT_EQ(norm.row_vector, 4);
+  const Family& thread = family_by_name("reduce_thread");
+  auto keep = [](int split, int rvec) {
+    return Config{"reduce_thread", {{"ROWS", 64}, {"SPLIT", split}, {"CACHE", 0}, {"KEEP", 1}, {"RVEC", rvec}, {"MATH", 0}}};
+  };
+  EXPECT_TRUE(thread.allowed(norm, keep(1, 2), "tf32"));   // 2 rows x 96 = 192 values
+  EXPECT_FALSE(thread.allowed(norm, keep(1, 4), "tf32"));  // 384: over the budget
+  EXPECT_TRUE(thread.allowed(norm, keep(4, 4), "tf32"));   // 4 rows x 24 = 96
+  EXPECT_FALSE(thread.allowed(norm, keep(4, 1), "tf32"));  // 24: CACHE 32 holds it already
+  EXPECT_FALSE(thread.allowed(sum, keep(1, 1), "tf32"));   // one read of each row: nothing to keep
+  EXPECT_NE(thread.kernel_instance(norm, [](const std::string& p) { return "tuned::" + p; })
+                .find("fusetune::thread_cache(tuned::KEEP, tuned::CACHE, 96, tuned::SPLIT)"),
+            std::string::npos);
 }
 
 // Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;

@@ -160,16 +160,30 @@ class ReduceClusterSmem : public KeepsRowsKernel {
   }
 };
 
+// KEEP 1 (a thread's whole share of its rows in registers) where the rows are read more than
+// once, the share is more than CACHE may hold (configs/reduce_thread.json: CACHE x RVEC <= 32
+// values per input) and its values fit in registers beside the rest (192 values: 96 elements of
+// two rows took 211 registers, no spills, in tests/gpu/bench/rmsnorm_probe.cu's regs<2>).
+bool keep_allowed(const Group& g, const Config& c) {
+  if (!c.at("KEEP")) return true;
+  constexpr int64_t kCacheValues = 32, kKeepValues = 192;
+  const int64_t share = (g.k + c.at("SPLIT") - 1) / c.at("SPLIT"), values = share * c.at("RVEC");
+  const bool reread = g.scans == 0 && (g.passes > 1 || g.full_outputs > 0);
+  return reread && values > kCacheValues && values * g.out_slot <= kKeepValues;
+}
+
 class ReduceThread : public ReduceKernel {
  public:
   std::string name() const override { return "reduce_thread"; }
   bool supports(const Group& g, std::string& why) const override { return !few_long_rows(g, why); }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + p("CACHE") + ", " + p("RVEC") + ", " +
+    const std::string cache = "fusetune::thread_cache(" + p("KEEP") + ", " + p("CACHE") + ", " + std::to_string(g.k) + ", " +
+                              p("SPLIT") + ")";
+    return "fusetune::reduce_thread_kernel<" + p("ROWS") + ", " + p("SPLIT") + ", " + cache + ", " + p("RVEC") + ", " +
            p("MATH") + ", " + g.op_type() + ">";
   }
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
-    return thread_rows_fit(g, c) && ReduceKernel::allowed(g, c, policy);
+    return thread_rows_fit(g, c) && keep_allowed(g, c) && ReduceKernel::allowed(g, c, policy);
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return reduce_thread_launch((int)c.at("ROWS"), (int)c.at("SPLIT"), (int)c.at("RVEC"), g.numel());
