@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Hardware counters (Nsight Compute) for the kernels of a finished fusetune run and for
 # torch.compile's kernels on the same inputs: one forward of each inside a profiler range, after
-# warm-up outside it. Run on the GPU machine (a Firecracker one: ncu reads counters there):
-#   bash tests/gpu/bench/ncu_model.sh OUT_DIR [OUT_DIR...]
+# warm-up outside it. A model file instead of a run folder profiles eager PyTorch and torch.compile
+# alone. Run on the GPU machine (a Firecracker one: ncu reads counters there):
+#   bash tests/gpu/bench/ncu_model.sh OUT_DIR|MODEL.py [...]
 # NCU_DETAILS (default "--print-details all": each section's breakdown tables too; empty for the
 # summary alone).
 set -euo pipefail
@@ -17,11 +18,16 @@ import os, sys
 import torch
 out, pkg = sys.argv[1:3]
 sys.path.insert(0, pkg)
-from fusetune_py.common import build_inputs, build_model, pytorch_default_precision
+from fusetune_py.common import build_inputs, build_model, load_module, pytorch_default_precision
 from fusetune_py.verify import build_new, load_pair
-module, new_module = load_pair(os.path.join(out, "model.py"), os.path.join(out, "model_new.py"))
-model = build_model(module, 0)[0].cuda()
-model_new = build_new(module, new_module, 0, torch.device("cuda"))
+if out.endswith(".py"):  # no fusetune run: eager PyTorch takes ModelNew's place
+    module = load_module(out, "fusetune_user_model")
+    model = build_model(module, 0)[0].cuda()
+    model_new, name = model, "eager"
+else:
+    module, new_module = load_pair(os.path.join(out, "model.py"), os.path.join(out, "model_new.py"))
+    model = build_model(module, 0)[0].cuda()
+    model_new, name = build_new(module, new_module, 0, torch.device("cuda")), "fusetune"
 compiled = torch.compile(model)
 inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in build_inputs(module, 1)]
 pytorch_default_precision()  # torch.compile as profile times it
@@ -30,7 +36,7 @@ with torch.no_grad():
         model_new(*inputs), compiled(*inputs)
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
-    print("fusetune:"); model_new(*inputs); torch.cuda.synchronize()
+    print(name + ":"); model_new(*inputs); torch.cuda.synchronize()
     print("torch.compile:"); compiled(*inputs); torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
 PY
