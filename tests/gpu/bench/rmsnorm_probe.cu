@@ -8,7 +8,8 @@
 //   copy:      a float4 copy of the same bytes (the ceiling);
 //   tile<W>:   W positions x 96 channels per block kept in shared memory (W = 64 is reduce_tile's
 //              shape), float4 loads and stores;
-//   regs<V>:   each thread keeps V neighbouring positions' 96 channels in registers;
+//   regs<V>:   each thread keeps V neighbouring positions' 96 channels in registers (regs<2, H>:
+//              streamed stores, H = 2 streamed loads too);
 //   reread<W>: no copy kept: the sum's pass reads the block's tile, the store's pass reads it
 //              again (from L2, if the tiles in flight fit).
 #include <cmath>
@@ -61,7 +62,8 @@ __global__ void __launch_bounds__(kThreads) tile(const float* __restrict__ x, fl
   }
 }
 
-template <int V>
+// HINT 1: stores streamed (st.global.cs: evict first); HINT 2: loads streamed too (ld.global.cs).
+template <int V, int HINT = 0>
 __global__ void __launch_bounds__(128) regs(const float* __restrict__ x, float* __restrict__ y) {
   const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // a run of V positions
   const long long n = g / (S / V), s = g % (S / V) * V;
@@ -71,7 +73,8 @@ __global__ void __launch_bounds__(128) regs(const float* __restrict__ x, float* 
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     if (V == 2) {
-      const float2 t = *reinterpret_cast<const float2*>(xb + c * S);
+      const float2* q = reinterpret_cast<const float2*>(xb + c * S);
+      const float2 t = HINT == 2 ? __ldcs(q) : *q;
       v[c][0] = t.x, v[c][V - 1] = t.y;
     } else {
       v[c][0] = xb[c * S];
@@ -84,7 +87,10 @@ __global__ void __launch_bounds__(128) regs(const float* __restrict__ x, float* 
   float* yb = y + n * C * S + s;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
-    if (V == 2) *reinterpret_cast<float2*>(yb + c * S) = make_float2(v[c][0] * acc[0], v[c][V - 1] * acc[V - 1]);
+    float2* q = reinterpret_cast<float2*>(yb + c * S);
+    const float2 t = make_float2(v[c][0] * acc[0], v[c][V - 1] * acc[V - 1]);
+    if (V == 2 && HINT > 0) __stcs(q, t);
+    else if (V == 2) *q = t;
     else yb[c * S] = v[c][0] * acc[0];
   }
 }
@@ -157,6 +163,8 @@ int main(int argc, char** argv) {
   time("tile<256>", true, [&] { tile<256><<<(unsigned)(N * S / 256), kThreads, C * 256 * 4>>>(x, y); });
   time("regs<1>", true, [&] { regs<1><<<(unsigned)(N * S / 128), 128>>>(x, y); });
   time("regs<2>", true, [&] { regs<2><<<(unsigned)(N * S / 2 / 128), 128>>>(x, y); });
+  time("regs<2,1>", true, [&] { regs<2, 1><<<(unsigned)(N * S / 2 / 128), 128>>>(x, y); });
+  time("regs<2,2>", true, [&] { regs<2, 2><<<(unsigned)(N * S / 2 / 128), 128>>>(x, y); });
   time("reread<64>", true, [&] { reread<64><<<(unsigned)(N * S / 64), kThreads>>>(x, y); });
   time("reread<128>", true, [&] { reread<128><<<(unsigned)(N * S / 128), kThreads>>>(x, y); });
   return 0;
