@@ -115,7 +115,7 @@ class CudnnConv {
   // groups: the convolution's groups (x's channels over the weight's second dimension for a forward one).
   CudnnConv(const Cudnn& api, cudnnHandle_t handle, const KernelArgs& a, const ConvSpec& spec, long long groups,
             bool channels_last = false)
-      : api_(api), handle_(handle), spec_(spec), align_(channels_last ? 32 : 16) {
+      : api_(api), handle_(handle), spec_(spec) {
     const int rank = 2 + spec.spatial, padded = spec.spatial == 1 ? 4 : rank;
     std::vector<long long> xs(a.size[0], a.size[0] + rank), ws(a.size[1], a.size[1] + rank);
     const std::vector<long long> ys = conv_output_sizes(spec, xs.data(), ws.data(), groups);
@@ -316,13 +316,12 @@ class CudnnConv {
     status_ = s;
     if (s != CUDNN_STATUS_SUCCESS) error_ = what + ": " + api_.cudnnGetErrorString(s);
   }
-  // Tensor t (0 x, 1 w, 2 y) with unique id t + 1, aligned as its pointer will be: 16 bytes
-  // (torch's allocations, which the binding checks) in the tensors' own layout, 32 (what PyTorch
-  // declares for its own allocations) for the channels-last copies, which the caller allocates.
+  // Tensor t (0 x, 1 w, 2 y) with unique id t + 1, aligned as its pointer will be (16 bytes:
+  // torch's allocations, which the binding checks).
   void tensor(int t, const std::vector<long long>& sizes, const std::vector<long long>& strides) {
     tensors_[t] = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const cudnnDataType_t type = CUDNN_DATA_FLOAT;
-    const int64_t uid = t + 1, align = align_;
+    const int64_t uid = t + 1, align = 16;
     std::vector<int64_t> s(sizes.begin(), sizes.end()), st(strides.begin(), strides.end());
     set(tensors_[t], CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
     set(tensors_[t], CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, (int64_t)s.size(), s.data());
@@ -402,7 +401,6 @@ class CudnnConv {
   const Cudnn& api_;
   cudnnHandle_t handle_;
   ConvSpec spec_;
-  int64_t align_;  // bytes every tensor is aligned to (see tensor())
   ConvDims dims_[3];
   cudnnBackendDescriptor_t tensors_[3] = {nullptr, nullptr, nullptr};
   cudnnBackendDescriptor_t conv_ = nullptr, op_ = nullptr, graph_ = nullptr;
