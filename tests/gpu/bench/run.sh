@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
-# on fp32 data, and how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
-# their memory traffic. Run on the GPU machine, all of them or those named:
-#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu]
+# on fp32 data, how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
+# their memory traffic, and (wgmma_tma, only when named) the TMA + warp-specialized TF32 GEMM
+# prototype, checked and timed against cuBLAS with and without fused epilogues. Run on the GPU
+# machine, the default set or those named:
+#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [wgmma_tma]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
@@ -40,6 +42,9 @@ PY
       if [ $bench = ${bench%_ncu} ]; then "$BIN/$probe"
       else ncu --clock-control none -k regex:"$kernels" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --print-details all "$BIN/$probe" 1 | grep -v "^==PROF=="; fi ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu)"; exit 2 ;;
+    wgmma_tma)  # exits non-zero if any check fails; WGMMA_NOTES.md explains the output
+      nvcc -O3 -std=c++17 -arch=sm_90a -o "$BIN/wgmma_tma_tf32" "$HERE/wgmma_tma_tf32.cu" -lcublas
+      "$BIN/wgmma_tma_tf32" ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, wgmma_tma)"; exit 2 ;;
   esac
 done
