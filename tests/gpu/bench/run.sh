@@ -2,15 +2,16 @@
 # Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
 # on fp32 data, how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
-# their memory traffic, and (wgmma_tma, only when named) the TMA + warp-specialized TF32 GEMM
+# their memory traffic, how fast the channels-last transposes around a convolution run, and
+# (wgmma_tma, only when named) the TMA + warp-specialized TF32 GEMM
 # prototype, checked and timed against cuBLAS with and without fused epilogues. Run on the GPU
 # machine, the default set or those named:
-#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [wgmma_tma]
+#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [transpose] [wgmma_tma]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
 mkdir -p "$BIN"
-for bench in ${@:-copy cublaslt cudnn_fusion pool rmsnorm}; do
+for bench in ${@:-copy cublaslt cudnn_fusion pool rmsnorm transpose}; do
   case $bench in
     copy)
       nvcc -O3 -arch=sm_90 -o "$BIN/copy_ceiling" "$HERE/copy_ceiling.cu"
@@ -42,9 +43,12 @@ PY
       if [ $bench = ${bench%_ncu} ]; then "$BIN/$probe"
       else ncu --clock-control none -k regex:"$kernels" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --print-details all "$BIN/$probe" 1 | grep -v "^==PROF=="; fi ;;
+    transpose)  # exits non-zero if a variant's output differs from the extension's kernel's
+      nvcc -O3 -arch=sm_90 -std=c++17 -I "$HERE/../../../templates" -o "$BIN/transpose_probe" "$HERE/transpose_probe.cu"
+      "$BIN/transpose_probe" ;;
     wgmma_tma)  # exits non-zero if any check fails; WGMMA_NOTES.md explains the output
       nvcc -O3 -std=c++17 -arch=sm_90a -o "$BIN/wgmma_tma_tf32" "$HERE/wgmma_tma_tf32.cu" -lcublas
       "$BIN/wgmma_tma_tf32" ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, wgmma_tma)"; exit 2 ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose, wgmma_tma)"; exit 2 ;;
   esac
 done
