@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Which cuDNN engine configurations eager PyTorch and torch.compile run for a model: one forward
 # of each with cuDNN's API log on (CUDNN_LOGLEVEL_DBG=3), the log written gzipped to OUT_DIR, and
-# the engine global indices and knob choices it names printed. Compare them with the engine and
-# knobs of a fusetune run's cuDNN candidates in its best.json. Run on the GPU machine:
+# the engine, knob choices and tensor shapes of each executed plan printed. Compare them with the
+# engine and knobs of a fusetune run's cuDNN candidates in its best.json. Run on the GPU machine:
 #   bash tests/gpu/bench/cudnn_log.sh OUT_DIR MODEL.py [MODEL.py...]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,8 +27,16 @@ with torch.no_grad():
     run(*inputs)
 torch.cuda.synchronize()
 PY
-    echo "=== $name $mode: engine global indices and knob choices in the log"
-    grep -E -A3 "CUDNN_ATTR_ENGINE_GLOBAL_INDEX|CUDNN_ATTR_KNOB_CHOICE_KNOB_(TYPE|VALUE)" "$log" | grep -E "INDEX|KNOB|val" | sort | uniq -c | sort -rn | head -30 || true
+    echo "=== $name $mode: the engine, knobs and tensors of each executed plan the log describes"
+    # Within a cudnnBackendExecute entry, each distinct line once (a later call of the same plan
+    # is logged without its description).
+    awk '/function cudnnBackendExecute\(\) called/ { inb = 1; n++; delete seen; head = "execute " n ":"; next }
+         /function cudnnBackend/ { inb = 0 }
+         inb && /engine_id|CUDNN_KNOB_TYPE_|dimA|strideA/ {
+           line = $0; sub(/^i! +/, "", line); sub(/type=[a-z_]+; /, "", line)
+           if (head != "") { print head; head = "" }
+           if (!(line in seen)) { seen[line] = 1; print "  " line }
+         }' "$log"
     gzip -f "$log"
   done
 done
