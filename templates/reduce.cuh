@@ -66,6 +66,17 @@ template <bool MAX> __device__ __forceinline__ bool arg_takes(float a, float ai,
   return (MAX ? b > a : b < a) || (b == a && bi < ai);
 }
 
+// Whether a statistic of this kind combines two partials by itself (sum, product, maximum,
+// minimum); an arg needs its partner's values, an exp-sum its partner's maxima.
+__host__ __device__ constexpr bool is_plain_stat(int kind) {
+  return kind == kStatSum || kind == kStatProd || kind == kStatMax || kind == kStatMin;
+}
+
+// Two partials of a plain statistic of this kind combined.
+__device__ __forceinline__ float combine_plain(int kind, float a, float b) {
+  return kind == kStatSum ? a + b : kind == kStatProd ? a * b : kind == kStatMax ? max_nan(a, b) : min_nan(a, b);
+}
+
 // Merges another partial set of statistics of pass P into acc. An ExpSum or an arg is merged
 // before its partner (higher index first) so that it sees both partners before they are combined.
 template <class Op, int P, int MATH>
@@ -74,14 +85,8 @@ __device__ __forceinline__ void merge(float* acc, const float* other) {
   for (int i = Op::kStats - 1; i >= 0; --i) {
     if (Op::stat_pass(i) != P) continue;
     const int kind = Op::stat_kind(i);
-    if (kind == kStatSum) {
-      acc[i] += other[i];
-    } else if (kind == kStatProd) {
-      acc[i] *= other[i];
-    } else if (kind == kStatMax) {
-      acc[i] = max_nan(acc[i], other[i]);
-    } else if (kind == kStatMin) {
-      acc[i] = min_nan(acc[i], other[i]);
+    if (is_plain_stat(kind)) {
+      acc[i] = combine_plain(kind, acc[i], other[i]);
     } else if (is_arg_stat(kind)) {
       const int p = Op::stat_partner(i);
       const bool take = kind == kStatArgMax ? arg_takes<true>(acc[p], acc[i], other[p], other[i])
@@ -317,12 +322,8 @@ __device__ __forceinline__ void fold_chunk(float* acc, const float (&x)[N][Op::k
   for (int j = 0; j < N; ++j) {
     Op::template values<P, MATH>(x[j], red, v[j]);
 #pragma unroll
-    for (int i = 0; i < Op::kStats; ++i) {
-      if (Op::stat_pass(i) != P) continue;
-      const int kind = Op::stat_kind(i);
-      c[i] = kind == kStatSum ? c[i] + v[j][i] : kind == kStatProd ? c[i] * v[j][i]
-             : kind == kStatMax ? max_nan(c[i], v[j][i]) : kind == kStatMin ? min_nan(c[i], v[j][i]) : c[i];
-    }
+    for (int i = 0; i < Op::kStats; ++i)
+      if (Op::stat_pass(i) == P && is_plain_stat(Op::stat_kind(i))) c[i] = combine_plain(Op::stat_kind(i), c[i], v[j][i]);
   }
 #pragma unroll
   for (int i = 0; i < Op::kStats; ++i) {
