@@ -29,12 +29,14 @@ int workers() { return std::max(2L, ::sysconf(_SC_NPROCESSORS_ONLN)); }
 using G = GraphBuilder;
 
 // Every candidate the search of the group may time (under the tf32 policy, which allows all that
-// fp32 does) must compile.
-void compile_space(const Group& g, const Compiler& c) {
+// fp32 does) must compile; `names`, if given, gets the candidates' names.
+void compile_space(const Group& g, const Compiler& c, std::vector<std::string>* names = nullptr) {
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   const std::vector<CompileJob> jobs = compile_jobs(g, ctx, "tf32");
   ASSERT_GT(jobs.size(), 0u);
+  for (const CompileJob& j : jobs)
+    if (names) names->push_back(j.name);
   for (const auto& r : c.compile_all(jobs, workers(), nullptr)) {
     EXPECT_TRUE(r.ok) << r.name << "\n" << r.log;
     EXPECT_FALSE(r.lowered_name.empty()) << r.name;
@@ -136,13 +138,12 @@ TEST(Compile, EveryReduceInstanceOverNeighbouringRows) {
       .values_dtype("i", "int64");
   const Plan p = plan_graph(b.build({"z", "i"}));
   const Compiler c(templates(), "sm_90", temp_dir("reduce_rows"));
-  SearchContext ctx;
-  ctx.configs_dir = path_join(fusetune_home(), "configs");
   int vectors = 0, keeps = 0;
   for (const Group& gr : p.groups) {
     vectors += gr.row_vector == 4;
-    for (const CompileJob& j : compile_jobs(gr, ctx, "tf32")) keeps += j.name.find("_keep1_") != std::string::npos;
-    compile_space(gr, c);
+    std::vector<std::string> names;
+    compile_space(gr, c, &names);
+    for (const std::string& n : names) keeps += n.find("_keep1_") != std::string::npos;
   }
   EXPECT_GT(vectors, 0);
   EXPECT_GT(keeps, 0);

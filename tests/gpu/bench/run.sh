@@ -3,9 +3,9 @@
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
 # on fp32 data, how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
 # their memory traffic, how fast the channels-last transposes around a convolution run, and
-# (wgmma_tma, only when named) the TMA + warp-specialized TF32 GEMM
-# prototype, checked and timed against cuBLAS with and without fused epilogues. Run on the GPU
-# machine, the default set or those named:
+# (wgmma_tma, only when named) the TMA + warp-specialized TF32 GEMM prototype, checked and timed
+# against cuBLAS with and without fused epilogues. Run on the GPU machine, the default set or
+# those named:
 #   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [transpose] [wgmma_tma]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
