@@ -1,17 +1,22 @@
 # Builds the cuda_extension module from binding.cpp and the generated kernels/ pairs, for the
-# arch in FUSETUNE_ARCH, including the templates the tuner timed (FUSETUNE_TEMPLATES).
+# arch in FUSETUNE_ARCH (sm_90a where a tuned kernel uses wgmma), including the templates the
+# tuner timed (FUSETUNE_TEMPLATES).
 # Run by `fusetune build`; by hand: FUSETUNE_ARCH=sm_90 python3 setup.py build_ext --inplace
 import glob
 import os
+import re
+import sys
 
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
 here = os.path.dirname(os.path.abspath(__file__))
 arch = os.environ.get("FUSETUNE_ARCH", "sm_90")
-cc = arch.replace("sm_", "")
+cc = re.fullmatch(r"sm_(\d+)(\d)(a?)", arch)
+if not cc:
+    sys.exit("FUSETUNE_ARCH must look like sm_90 or sm_90a, got " + repr(arch))
 templates = os.environ.get("FUSETUNE_TEMPLATES", os.path.join(here, "..", "templates")).split(os.pathsep)
-os.environ["TORCH_CUDA_ARCH_LIST"] = cc[:-1] + "." + cc[-1]
+os.environ["TORCH_CUDA_ARCH_LIST"] = "%s.%s%s" % cc.groups()  # sm_90a -> 9.0a
 
 os.chdir(here)
 sources = ["binding.cpp"] + sorted(glob.glob("kernels/*_binding.cpp")) + sorted(glob.glob("kernels/*.cu"))

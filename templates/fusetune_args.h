@@ -18,4 +18,10 @@ struct KernelArgs {
   long long m, n, k, batch;  // matrix-product families only
 };
 
+// A TMA tensor map (CUtensorMap: 128 bytes, 128-byte aligned, opaque), passed to a kernel as a
+// __grid_constant__ parameter (templates/gemm_tma.cuh); encoded by templates/tma_map.h.
+struct alignas(128) TmaMap {
+  unsigned long long opaque[16];
+};
+
 }  // namespace fusetune

@@ -1,6 +1,7 @@
 // Launch geometry of each template family, plain C++ so that the tuner (which times a candidate)
 // and the generated extension (which runs the winner) compute the very same grid.
 #pragma once
+#include "gemm_tma_layout.h"
 
 namespace fusetune {
 
@@ -26,6 +27,16 @@ inline LaunchDims gemm_launch(int bm, int bn, int tm, int tn, long long m, long 
   return LaunchDims{{(unsigned)ceil_div(n, bn), (unsigned)ceil_div(m, bm), (unsigned)batch},
                     {threads, 1u, 1u},
                     0u};
+}
+
+// templates/gemm_tma.cuh: one block per output tile, at most one per SM (the caller clamps
+// grid[0] to the SM count, which only the device knows).
+inline LaunchDims gemm_tma_launch(int bm, int bn, int stages, long long m, long long n, long long batch) {
+  long long tiles = batch * ceil_div(m, bm) * ceil_div(n, bn);
+  if (tiles < 1) tiles = 1;
+  if (tiles > 2147483647LL) tiles = 2147483647LL;
+  return LaunchDims{{(unsigned)tiles, 1u, 1u}, {(unsigned)kGemmTmaThreads, 1u, 1u},
+                    (unsigned)gemm_tma_smem_bytes(bm, bn, stages)};
 }
 
 }  // namespace fusetune

@@ -42,15 +42,15 @@ std::string Compiler::nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-std::vector<std::string> Compiler::options() const {
-  std::vector<std::string> opts = {"--gpu-architecture=" + arch_, "-std=c++17"};
+std::vector<std::string> Compiler::options(const CompileJob& job) const {
+  std::vector<std::string> opts = {"--gpu-architecture=" + (job.arch.empty() ? arch_ : job.arch), "-std=c++17"};
   for (const auto& d : include_dirs_) opts.push_back("-I" + d);
   return opts;
 }
 
 std::string Compiler::cache_key(const CompileJob& job) const {
   std::string key = job.source + "\n" + job.kernel + "\n" + headers_hash_ + "\n" + nvrtc_version() + "\n" + arch_;
-  for (const auto& o : options())
+  for (const auto& o : options(job))
     if (o.rfind("-I", 0) != 0) key += "\n" + o;  // include paths differ between machines; contents are hashed
   return sha256_hex(key);
 }
@@ -77,7 +77,7 @@ CompileResult Compiler::compile(const CompileJob& job) const {
   nvrtcProgram prog;
   NVRTC_CHECK(nvrtcCreateProgram(&prog, job.source.c_str(), (job.name + ".cu").c_str(), 0, nullptr, nullptr));
   NVRTC_CHECK(nvrtcAddNameExpression(prog, job.kernel.c_str()));
-  std::vector<std::string> opts = options();
+  std::vector<std::string> opts = options(job);
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
   const nvrtcResult res = nvrtcCompileProgram(prog, (int)copts.size(), copts.data());

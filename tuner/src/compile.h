@@ -12,6 +12,7 @@ struct CompileJob {
   std::string name;    // candidate name (for logs)
   std::string source;  // full CUDA source
   std::string kernel;  // name expression of the kernel instance to lower
+  std::string arch;    // the architecture to compile for when not the compiler's (e.g. sm_90a)
 };
 
 struct CompileResult {
@@ -34,7 +35,7 @@ class Compiler {
   // Compiles in this process (cache first).
   CompileResult compile(const CompileJob& job) const;
   std::string cache_key(const CompileJob& job) const;
-  std::vector<std::string> options() const;
+  std::vector<std::string> options(const CompileJob& job) const;
   static std::string nvrtc_version();
 
  private:

@@ -16,7 +16,7 @@ namespace fusetune {
   X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD32_v2) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)               \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy_v2)  \
-  X(cuGetErrorName)
+  X(cuGetErrorName) X(cuTensorMapEncodeTiled)
 
 struct Driver {
 #define FT_DECLARE(name) decltype(&::name) name = nullptr;

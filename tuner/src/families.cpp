@@ -7,6 +7,7 @@ namespace fusetune {
 
 const Family& elementwise_family();
 const Family& gemm_family();
+const Family& gemm_tma_family();
 const Family& reduce_family();
 const Family& reduce_thread_family();
 const Family& reduce_split_family();
@@ -19,18 +20,22 @@ const Family& cudnn_tf32_family();
 const Family& cudnn_fp32_family();
 
 std::vector<const Family*> all_families() {
-  return {&elementwise_family(), &gemm_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family(), &reduce_family(),
+  return {&elementwise_family(), &gemm_family(), &gemm_tma_family(), &cublaslt_tf32_family(), &cublaslt_fp32_family(), &reduce_family(),
           &reduce_thread_family(), &reduce_split_family(), &reduce_cluster_family(),
           &reduce_cluster_smem_family(), &reduce_tile_family(), &cudnn_tf32_family(), &cudnn_fp32_family()};
 }
 
-std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused) {
+std::vector<const Family*> families_for(const Group& g, const std::string& arch, std::vector<std::string>* refused) {
   std::vector<const Family*> out;
   for (const Family* f : all_families()) {
-    std::string why;
     if (f->group_family() != g.family) continue;
-    if (f->supports(g, why)) out.push_back(f);
-    else if (refused) refused->push_back(f->name() + ": " + why);
+    std::string why;
+    const bool runs_here = !f->arch(arch).empty();
+    if (runs_here && f->supports(g, why)) {
+      out.push_back(f);
+      continue;
+    }
+    if (refused) refused->push_back(f->name() + ": " + (runs_here ? why : "its kernels do not run on " + arch));
   }
   return out;
 }

@@ -52,6 +52,13 @@ class Family {
 
   // Whether this family can run group g at all; `why` says why not.
   virtual bool supports(const Group& g, std::string& why) const { return true; }
+  // The architecture NVRTC compiles this family's kernels for when fusetune targets `target`
+  // (sm_90a where a kernel uses sm_90's architecture-specific instructions), or empty when the
+  // family cannot run on `target` at all.
+  virtual std::string arch(const std::string& target) const { return target; }
+  // What the measuring worker needs to launch the kernel besides grid, block and shared memory
+  // (tensor maps, a persistent grid), merged into the candidate's job entry; null for nothing.
+  virtual json launch_extras(const Group& g, const Config& c) const { return nullptr; }
   // Whether candidate c includes an NVRTC-compiled kernel (kernel_instance); a library call alone does not.
   virtual bool has_kernel(const Group& g, const Config& c) const { return true; }
   // The header that defines kernel_instance (for NVRTC): the space's template unless that is host code.
@@ -83,9 +90,9 @@ const Family& family_by_name(const std::string& name);
 // are every such family's.
 const Family& planner_family(const std::string& group_family);
 const Family* family_anchoring(const std::string& op);
-// Every family whose kernels can run group g (they compete in its search); `refused` gets
-// "family: why" for each one of the group's planner family that cannot.
-std::vector<const Family*> families_for(const Group& g, std::vector<std::string>* refused = nullptr);
+// Every family whose kernels can run group g on architecture `arch` (they compete in its
+// search); `refused` gets "family: why" for each one of the group's planner family that cannot.
+std::vector<const Family*> families_for(const Group& g, const std::string& arch, std::vector<std::string>* refused = nullptr);
 std::vector<const Family*> all_families();
 
 // Whether MATH 1 may run group g under `policy`: only where the group's Op has arithmetic that MATH

@@ -18,6 +18,7 @@
 #include "error.h"
 #include "families.h"
 #include "plan.h"
+#include "tma_map.h"
 #include "util.h"
 
 namespace fusetune {
@@ -67,7 +68,7 @@ class Worker {
   std::unique_ptr<DeviceBuffer> upload(const std::string& value, const std::string& dtype);
   json check_outputs();
   double measure_bandwidth();
-  CUresult launch(CUfunction f, const json& cand, const KernelArgs& args, CUstream stream);
+  CUresult launch(CUfunction f, const json& cand, const KernelArgs& args, const std::vector<TmaMap>& maps, CUstream stream);
   // The library part of a candidate (cuBLASLt or cuDNN), writing to `out`: returns how to run
   // it, or sets `unavailable` / throws.
   std::function<CUresult(CUstream)> library_run(const json& cand, float* out, json& result, std::string& unavailable);
@@ -251,7 +252,7 @@ CUfunction Worker::load_kernel(const std::string& source, const std::string& nam
   const json& c = job_.at("compile");
   Compiler compiler(c.at("include_dirs").get<std::vector<std::string>>(), c.at("arch").get<std::string>(),
                     c.at("cache_dir").get<std::string>());
-  const CompileResult r = compiler.compile(CompileJob{name, source, name});
+  const CompileResult r = compiler.compile(CompileJob{name, source, name, ""});
   if (!r.ok) FT_THROW("the kernel " + name + " does not compile: " + r.log);
   const std::string cubin = read_file(r.cubin_path);
   CUmodule module = nullptr;  // kept loaded for the worker's life
@@ -293,13 +294,18 @@ double Worker::measure_bandwidth() {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
-CUresult Worker::launch(CUfunction f, const json& cand, const KernelArgs& args, CUstream stream) {
-  const auto g = cand.at("grid").get<std::vector<unsigned>>();
+CUresult Worker::launch(CUfunction f, const json& cand, const KernelArgs& args, const std::vector<TmaMap>& maps,
+                        CUstream stream) {
+  auto g = cand.at("grid").get<std::vector<unsigned>>();
   const auto b = cand.at("block").get<std::vector<unsigned>>();
+  // A persistent kernel loops over its work with at most one block per SM.
+  if (cand.value("persistent", false)) g[0] = std::min<unsigned>(g[0], (unsigned)std::max(dev_.sm_count, 1));
   KernelArgs a = args;
-  void* params[] = {&a};
+  std::vector<TmaMap> m = maps;  // further __grid_constant__ parameters after the KernelArgs
+  std::vector<void*> params = {&a};
+  for (TmaMap& map : m) params.push_back(&map);
   return Driver::get().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], cand.at("shared_bytes").get<unsigned>(),
-                                      stream, params, nullptr);
+                                      stream, params.data(), nullptr);
 }
 
 json Worker::check_outputs() {
@@ -403,10 +409,20 @@ void Worker::run_candidate(const json& cand) {
     CU_CHECK(cuMemsetD8_v2(workspace->ptr, 0, bytes));
     kernel_args.ptr[group_.slots.size() + 1] = reinterpret_cast<float*>(workspace->ptr);
   }
+  // Operands the kernel reads as TMA tensor maps: {"tensor_maps": [box rows of slot 0, of slot 1, ...]}.
+  std::vector<TmaMap> maps;
+  if (cand.contains("tensor_maps")) {
+    const auto boxes = cand.at("tensor_maps").get<std::vector<int>>();
+    maps.resize(boxes.size());
+    for (size_t s = 0; s < boxes.size(); ++s)
+      if (const CUresult e = encode_gemm_operand(Driver::get().cuTensorMapEncodeTiled, &maps[s], kernel_args, (int)s, boxes[s]);
+          e != CUDA_SUCCESS)
+        return finish("out_of_resources", "cuTensorMapEncodeTiled refused operand " + std::to_string(s) + ": " + cu_error_name(e));
+  }
   lt_status_ = CUBLAS_STATUS_SUCCESS;
   auto run = [&](CUstream stream) {
     CUresult r = library ? library(stream) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS && f) r = launch(f, cand, kernel_args, stream);
+    if (r == CUDA_SUCCESS && f) r = launch(f, cand, kernel_args, maps, stream);
     return r;
   };
   auto launch_error = [&](CUresult r) {

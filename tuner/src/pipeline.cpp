@@ -140,6 +140,7 @@ void stage_compile(const Options& o) {
   Compiler compiler(template_dirs(o), o.arch, p.cache);
   SearchContext ctx;
   ctx.configs_dir = o.configs_dir;
+  ctx.arch = o.arch;
   int failed = 0, total = 0;
   for (const Group& gr : plan.groups) {
     for (const auto& r : compiler.compile_all(compile_jobs(gr, ctx, o.precision), o.search.workers, nullptr)) {
@@ -235,11 +236,19 @@ void stage_build(const Options& o) {
   write_file_if_changed(path_join(ext, "kernels/tuned_constants.h"), tuned_constants_header(best));
   std::string dirs;
   for (const auto& d : template_dirs(o)) dirs += (dirs.empty() ? "" : ":") + d;
+  // nvcc compiles the whole extension for the architecture variant a tuned kernel needs (sm_90a
+  // for wgmma), which runs only on the GPU fusetune targets, as every tuned kernel does anyway.
+  std::string arch = o.arch;
+  for (const json& gr : best.at("groups"))
+    if (gr.contains("kernel_family")) {
+      const std::string own = family_by_name(gr.at("kernel_family")).arch(o.arch);
+      if (!own.empty() && own != o.arch) arch = own;
+    }
   Progress progress(p.log);
-  progress.log("building cuda_extension for " + o.arch + " in " + ext);
+  progress.log("building cuda_extension for " + arch + " in " + ext);
   const auto start = Clock::now();
   const int rc = run_process({python(), path_join(ext, "setup.py"), "-q", "build_ext", "--inplace"},
-                             {"FUSETUNE_ARCH=" + o.arch, "FUSETUNE_TEMPLATES=" + dirs,
+                             {"FUSETUNE_ARCH=" + arch, "FUSETUNE_TEMPLATES=" + dirs,
                               "MAX_JOBS=" + std::to_string(o.search.workers)});
   if (rc != 0) FT_USER_ERROR("building the extension failed (exit status " + std::to_string(rc) + ")");
   progress.log("built cuda_extension in " + seconds_text(seconds_since(start)));

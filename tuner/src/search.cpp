@@ -235,19 +235,20 @@ SearchSpace load_space(const SearchContext& ctx, const std::string& family) {
   return SearchSpace::load(path);
 }
 
-CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file) {
+CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file, const std::string& arch) {
   const Family& f = family_by_name(c.family);
   const std::string kernel = f.kernel_instance(g, [&](const std::string& p) { return std::to_string(c.at(p)); });
   std::string src = "// " + g.id + "\n#include \"" + f.kernel_header(template_file) + "\"\n\n" + g.op_struct;
-  return CompileJob{c.name(), src, kernel};
+  const std::string own = f.arch(arch);
+  return CompileJob{c.name(), src, kernel, own == arch ? "" : own};
 }
 
 std::vector<CompileJob> compile_jobs(const Group& g, const SearchContext& ctx, const std::string& policy) {
   std::vector<CompileJob> jobs;
-  for (const Family* f : families_for(g)) {
+  for (const Family* f : families_for(g, ctx.arch)) {
     const SearchSpace space = load_space(ctx, f->name());
     for (const Config& c : space.enumerate())
-      if (f->allowed(g, c, policy) && f->has_kernel(g, c)) jobs.push_back(candidate_job(g, c, space.template_file));
+      if (f->allowed(g, c, policy) && f->has_kernel(g, c)) jobs.push_back(candidate_job(g, c, space.template_file, ctx.arch));
   }
   return jobs;
 }
@@ -256,7 +257,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   const auto start = Clock::now();
   std::vector<Candidate> configs;  // every family that can run the group competes
   std::vector<std::string> refused;
-  for (const Family* f : families_for(g, &refused)) {
+  for (const Family* f : families_for(g, ctx.arch, &refused)) {
     const SearchSpace space = load_space(ctx, f->name());
     for (const Config& c : space.enumerate())
       if (f->allowed(g, c, opt.precision)) configs.push_back(Candidate{f, space.template_file, c});
@@ -282,7 +283,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
       continue;
     }
     job_of[i] = (int)jobs.size();
-    jobs.push_back(candidate_job(g, configs[i].config, configs[i].template_file));
+    jobs.push_back(candidate_job(g, configs[i].config, configs[i].template_file, ctx.arch));
   }
   const auto compile_start = Clock::now();
   const auto compiled = ctx.compiler->compile_all(jobs, opt.workers, [&](const CompileResult&) { progress.compiled(); });
@@ -306,6 +307,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
       const LaunchDims d = f.launch(g, configs[i].config);
       entry.update(json{{"cubin", cr.cubin_path}, {"lowered", cr.lowered_name}, {"grid", {d.grid[0], d.grid[1], d.grid[2]}},
                         {"block", {d.block[0], d.block[1], d.block[2]}}, {"shared_bytes", d.shared_bytes}});
+      if (const json extras = f.launch_extras(g, configs[i].config); !extras.is_null()) entry.update(extras);
       what = ctx.compiler->cache_key(jobs[job_of[i]]);
     }
     if (const int64_t ws = f.workspace_bytes(g); ws > 0 && library.is_null()) entry["workspace_bytes"] = ws;

@@ -40,8 +40,9 @@ struct SearchContext {
   json device;              // filled from the worker's ready line
 };
 
-// The candidate sources of a group for one config (what NVRTC compiles, what the extension includes).
-CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file);
+// The candidate sources of a group for one config (what NVRTC compiles, what the extension
+// includes), for fusetune's target architecture `arch` (the family may compile for a variant).
+CompileJob candidate_job(const Group& g, const Config& c, const std::string& template_file, const std::string& arch);
 // The NVRTC jobs of every candidate the search of group g may time under the precision policy.
 std::vector<CompileJob> compile_jobs(const Group& g, const SearchContext& ctx, const std::string& policy);
 SearchSpace load_space(const SearchContext& ctx, const std::string& family);

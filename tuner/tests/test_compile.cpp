@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "compile.h"
@@ -33,6 +34,7 @@ using G = GraphBuilder;
 void compile_space(const Group& g, const Compiler& c, std::vector<std::string>* names = nullptr) {
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
+  ctx.arch = "sm_90";  // the compilers below target sm_90 (a family may compile for sm_90a)
   const std::vector<CompileJob> jobs = compile_jobs(g, ctx, "tf32");
   ASSERT_GT(jobs.size(), 0u);
   for (const CompileJob& j : jobs)
@@ -88,6 +90,40 @@ TEST(Compile, EveryGemmInstance) {
   const Group gr = plan_graph(g).groups.at(0);
   ASSERT_EQ(gr.family, "gemm");
   compile_space(gr, Compiler(templates(), "sm_90", temp_dir("gemm")));
+}
+
+// nn.Linear's x @ W^T + b with a residual, at sizes that are no tile multiple: both operands are
+// K-major with row strides of whole 16 bytes, so the TMA wgmma family competes too, compiled for
+// sm_90a (tf32 policy only).
+TEST(Compile, EveryTmaGemmInstance) {
+  Graph g = G().value("x", {131, 68}, "input").value("w", {45, 68}, "parameter").value("b", {45}, "parameter")
+                .value("r", {131, 45}, "input")
+                .node("t", "aten.permute.default", {G::ref("w"), {1, 0}}, {68, 45})
+                .node("p", "aten.addmm.default", {G::ref("b"), G::ref("x"), G::ref("t")}, {131, 45})
+                .node("q", "aten.add.Tensor", {G::ref("p"), G::ref("r")}, {131, 45})
+                .build({"q"});
+  const Group gr = plan_graph(g).groups.at(0);
+  ASSERT_EQ(gr.family, "gemm");
+  const std::string dir = temp_dir("tma");
+  std::vector<std::string> names;
+  compile_space(gr, Compiler(templates(), "sm_90", dir), &names);
+  const long tma = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_tma_", 0) == 0; });
+  EXPECT_EQ(tma, 42);  // configs/gemm_tma.json under its constraints
+  // The cache entry of each TMA instance says it was compiled for sm_90a.
+  SearchContext ctx;
+  ctx.configs_dir = path_join(fusetune_home(), "configs");
+  ctx.arch = "sm_90";
+  const Compiler c(templates(), "sm_90", dir);
+  for (const CompileJob& j : compile_jobs(gr, ctx, "tf32")) {
+    if (j.name.rfind("gemm_tma_", 0) != 0) continue;
+    EXPECT_EQ(j.arch, "sm_90a") << j.name;
+    const CompileResult r = c.compile(j);
+    ASSERT_TRUE(r.cached && r.ok) << j.name;
+    const std::string cubin = read_file(r.cubin_path);
+    EXPECT_NE(cubin.find("sm_90a"), std::string::npos) << j.name;
+  }
+  // Under the fp32 policy the TF32 family does not compete.
+  for (const CompileJob& j : compile_jobs(gr, ctx, "fp32")) EXPECT_NE(j.name.rfind("gemm_tma_", 0), 0u) << j.name;
 }
 
 TEST(Compile, EveryReduceInstance) {
@@ -217,7 +253,7 @@ TEST(Compile, EveryFusableOp) {
   Compiler c(templates(), "sm_90", temp_dir("ops"));
   for (int math : {0, 1}) {
     const Config cfg = Config::from_json("elementwise", json{{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}, {"MATH", math}});
-    const CompileResult r = c.compile(candidate_job(p.groups[0], cfg, "elementwise.cuh"));
+    const CompileResult r = c.compile(candidate_job(p.groups[0], cfg, "elementwise.cuh", "sm_90"));
     EXPECT_TRUE(r.ok) << r.log << "\n" << p.groups[0].op_struct;
   }
 }

@@ -152,9 +152,9 @@ TEST(Conv, EpiloguePassCompilesForEveryEngine) {
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   std::vector<CompileJob> jobs;
-  for (const Family* f : families_for(g)) {
+  for (const Family* f : families_for(g, "sm_90")) {
     const SearchSpace space = load_space(ctx, f->name());
-    for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file));
+    for (const Config& cfg : space.enumerate()) jobs.push_back(candidate_job(g, cfg, space.template_file, "sm_90"));
   }
   ASSERT_EQ(jobs.size(), 96u);  // 24 engine ranks in 2 layouts in each of cudnn_tf32 and cudnn_fp32
   std::set<std::string> kernels;  // the channels-first pass and the channels-last one

@@ -32,6 +32,8 @@ void write_first_config_best(const Options& o, const Graph& g, const Plan& plan,
       return family_by_name(k.family).allowed(gr, c, "tf32");
     });
     json group = gr.to_json();
+    group["kernel_family"] = k.family;
+    group["template"] = k.template_file;
     group["best"] = {{"name", c.name()}, {"params", c.to_json()}, {"time_ms", {{"median", 1.0}}}};
     if (k.family.rfind("cublaslt", 0) == 0) {
       group["best"]["library"] = {{"constants", {{"ALGO_DATA", json::array({"0x1", "0x2", "0x3", "0x4", "0x5", "0x6", "0x7", "0x8"})},
@@ -147,6 +149,26 @@ TEST(Emit, KernelPairsModelNewAndExtensionBuild) {
   EXPECT_NE(g5_binding.find("cudaMemsetAsync(workspace.data_ptr(), 0, 2052,"), std::string::npos) << g5_binding;
 }
 
+// A GEMM group tuned to the TMA wgmma kernel: its launcher (tensor maps, persistent grid) in the
+// kernel source, and the whole extension built for sm_90a, which the kernel needs.
+TEST(Emit, TmaGemmGroupBuildsForSm90a) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/linear_residual.py");
+  ASSERT_EQ(cap.plan.groups.size(), 1u);
+  std::string why;
+  ASSERT_TRUE(family_by_name("gemm_tma").supports(cap.plan.groups[0], why)) << why;
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"gemm_tma", "gemm_tma.cuh"}}};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string g0_cu = read_file(path_join(cap.o.out, "extension/kernels/g0.cu"));
+  EXPECT_NE(g0_cu.find("#define FUSETUNE_TMA_LAUNCH\n#include \"gemm_tma.cuh\"\n#include \"tma_map.h\""), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune::launch_gemm_tma<tuned::BM, tuned::BN, tuned::STAGES>(fusetune::gemm_tma_kernel<tuned::BM, "
+                       "tuned::BN, tuned::STAGES, tuned::GROUP_M, tuned::PINGPONG, fusetune_gen::g0_op>, args, stream);"),
+            std::string::npos) << g0_cu;
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+  EXPECT_NE(read_file(path_join(cap.o.out, ".fusetune/fusetune.log")).find("building cuda_extension for sm_90a"), std::string::npos);
+}
+
 // Every convolution form (tests/gpu/models/conv_forms.py): cuDNN writing the output itself or a
 // scratch product that the epilogue pass reads, built against cuDNN's and torch's headers.
 TEST(Emit, ConvolutionGroupsBuild) {
@@ -216,7 +238,7 @@ TEST(Emit, StateUpdatesAndInt64Build) {
       kernels[gr.id] = KernelChoice{"elementwise", "elementwise.cuh"};
       continue;
     }
-    const std::vector<const Family*> fams = families_for(gr, nullptr);
+    const std::vector<const Family*> fams = families_for(gr, "sm_90", nullptr);
     const Family* pick = fams.at(0);
     for (const Family* f : fams)
       if (!row_kernels.count(f->name())) {

@@ -8,8 +8,10 @@
 #include "families.h"
 #include "graph_builder.h"
 #include "measure.h"
+#include "pipeline.h"
 #include "plan.h"
 #include "reduce_launch.h"
+#include "util.h"
 
 namespace fusetune {
 namespace {
@@ -563,6 +565,48 @@ TEST(Plan, ThreadKeepsWholeRowsWhereTheyFit) {
             std::string::npos);
 }
 
+// The TMA wgmma family runs a GEMM group only with both operands K-major, row strides of whole
+// 16 bytes, and on sm_90 (compiled for sm_90a); the other GEMM families run it regardless.
+TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
+  auto linear = [](int64_t k, bool transposed_w) {
+    G b;
+    b.value("x", {9, k}, "input").value("w", {5, k}, "parameter");
+    if (transposed_w) b.node("t", "aten.permute.default", {G::ref("w"), {1, 0}}, {k, 5});
+    else b.value("t", {k, 5}, "input");
+    b.node("p", "aten.mm.default", {G::ref("x"), G::ref("t")}, {9, 5});
+    return plan_graph(b.build({"p"})).groups.at(0);
+  };
+  auto names = [](const Group& gr, const std::string& arch, std::vector<std::string>* refused) {
+    std::vector<std::string> n;
+    for (const Family* f : families_for(gr, arch, refused)) n.push_back(f->name());
+    return n;
+  };
+  std::vector<std::string> refused;
+  EXPECT_EQ(names(linear(8, true), "sm_90", &refused),
+            (std::vector<std::string>{"gemm", "gemm_tma", "cublaslt_tf32", "cublaslt_fp32"}));
+  EXPECT_TRUE(refused.empty());
+  EXPECT_EQ(family_by_name("gemm_tma").arch("sm_90"), "sm_90a");
+  EXPECT_EQ(names(linear(8, true), "sm_80", &refused), (std::vector<std::string>{"gemm", "cublaslt_tf32", "cublaslt_fp32"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: its kernels do not run on sm_80"}));
+  refused.clear();
+  names(linear(8, false), "sm_90", &refused);  // a plain A @ B: B's rows run along n
+  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (TF32 wgmma reads both operands along k)"}));
+  refused.clear();
+  names(linear(6, true), "sm_90", &refused);  // rows of 24 bytes
+  EXPECT_EQ(refused,
+            (std::vector<std::string>{"gemm_tma: an operand's row stride is not a multiple of 4 floats (TMA: 16-byte strides)"}));
+  const Group g = linear(8, true);
+  const Family& tma = family_by_name("gemm_tma");
+  const Config c = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_tma.json")).enumerate().at(0);
+  EXPECT_FALSE(tma.allowed(g, c, "fp32"));
+  EXPECT_EQ(tma.precision(g, c), "tf32");
+  EXPECT_EQ(tma.launch_extras(g, c), (json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}}));
+  const LaunchDims d = tma.launch(g, c);
+  EXPECT_EQ(d.grid[0], 1u);  // one 9 x 5 tile
+  EXPECT_EQ(d.block[0], 384u);
+  EXPECT_EQ(d.shared_bytes, (unsigned)gemm_tma_smem_bytes((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES")));
+}
+
 // Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;
 // the cluster kernel (a row kept on chip between reads) a row read more than once.
 TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
@@ -575,7 +619,7 @@ TEST(Plan, SplitRowKernelOnlyForSinglePassGroups) {
   ASSERT_EQ(p.groups.size(), 2u);
   auto names = [](const Group& gr, std::vector<std::string>* refused) {
     std::vector<std::string> n;
-    for (const Family* f : families_for(gr, refused)) n.push_back(f->name());
+    for (const Family* f : families_for(gr, "sm_90", refused)) n.push_back(f->name());
     return n;
   };
   std::vector<std::string> refused;
@@ -603,7 +647,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 1u);
   std::vector<std::string> refused;
-  const std::vector<const Family*> fams = families_for(p.groups[0], &refused);
+  const std::vector<const Family*> fams = families_for(p.groups[0], "sm_90", &refused);
   ASSERT_EQ(fams.size(), 1u);
   EXPECT_EQ(fams[0]->name(), "reduce_split");
   ASSERT_EQ(refused.size(), 5u);  // reduce, reduce_thread, both cluster kernels and the tile (one pass)
@@ -617,7 +661,7 @@ TEST(Plan, FewLongRowsGoToTheSplitKernelOnly) {
   const Plan q = plan_graph(two_pass);
   ASSERT_EQ(q.groups.size(), 1u);
   refused.clear();
-  EXPECT_EQ(families_for(q.groups[0], &refused).size(), 4u);  // reduce, reduce_thread, both cluster kernels
+  EXPECT_EQ(families_for(q.groups[0], "sm_90", &refused).size(), 4u);  // reduce, reduce_thread, both cluster kernels
   EXPECT_EQ(refused.back(), "reduce_tile: 8 rows of 1048576 elements do not fit the shared memory of a block");
 }
 
@@ -714,7 +758,7 @@ TEST(Plan, CumsumIsARowGroupWithAScan) {
   EXPECT_NE(op.find("kScans = 1;"), std::string::npos) << op;
   EXPECT_EQ(gr.scans, 1);
   std::vector<std::string> refused;
-  families_for(gr, &refused);
+  families_for(gr, "sm_90", &refused);
   EXPECT_EQ(refused, (std::vector<std::string>{"reduce_split: needs one pass over each row and no per-element outputs",
                                                "reduce_cluster: scans run in element order along the row",
                                                "reduce_cluster_smem: scans run in element order along the row",

@@ -2,11 +2,9 @@
 # Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
 # on fp32 data, how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
-# their memory traffic, how fast the channels-last transposes around a convolution run, and
-# (wgmma_tma, only when named) the TMA + warp-specialized TF32 GEMM prototype, checked and timed
-# against cuBLAS with and without fused epilogues. Run on the GPU machine, the default set or
-# those named:
-#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [transpose] [wgmma_tma]
+# their memory traffic, and how fast the channels-last transposes around a convolution run. Run
+# on the GPU machine, the default set or those named:
+#   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [transpose]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
@@ -46,9 +44,6 @@ PY
     transpose)  # exits non-zero if a variant's output differs from the extension's kernel's
       nvcc -O3 -arch=sm_90 -std=c++17 -I "$HERE/../../../templates" -o "$BIN/transpose_probe" "$HERE/transpose_probe.cu"
       "$BIN/transpose_probe" ;;
-    wgmma_tma)  # exits non-zero if any check fails; WGMMA_NOTES.md explains the output
-      nvcc -O3 -std=c++17 -arch=sm_90a -o "$BIN/wgmma_tma_tf32" "$HERE/wgmma_tma_tf32.cu" -lcublas
-      "$BIN/wgmma_tma_tf32" ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose, wgmma_tma)"; exit 2 ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose)"; exit 2 ;;
   esac
 done

@@ -1,11 +1,104 @@
-// The sm_90a wgmma instruction as wgmma_tma_kernel.cuh uses it: TF32 m64nNk8 with A and B read
-// through shared-memory descriptors, the K-major 128-byte-swizzle descriptor, and the fences and
-// waits around it.
+// sm_90 PTX as templates/gemm_tma.cuh uses it: mbarriers, TMA tensor loads, register
+// reallocation, named barriers and shared-memory access, and the sm_90a warpgroup MMA (TF32
+// m64nNk8 with A and B read through shared-memory descriptors, the K-major 128-byte-swizzle
+// descriptor, and the fences and waits around it). NVRTC has no <cstdint>: built-in types.
 #pragma once
-#include <cstdint>
 
-namespace wg {
+namespace fusetune {
+namespace sm90 {
 
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (the TMA unit that signals them);
+// the __syncthreads after it makes them visible to the other threads (CUTLASS fence_barrier_init).
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// One arrival plus `bytes` of expected transactions: the phase completes when the TMA loads
+// have delivered that many bytes (out-of-bounds zero fill included: the full box counts).
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Blocks until the phase of parity `parity` has completed. A freshly initialized barrier is in
+// phase 0, so waiting on parity 1 (the phase "before" it) returns at once. The loop is inside
+// the asm, as in CUTLASS's ClusterBarrier::wait: a timeout check here (trap or exit on the
+// consumers' path) made ptxas serialize the wgmmas (C7515/C7517/C7518), so the watchdog is a
+// separate warp (gemm_tma.cuh's watch_progress).
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_AGAIN:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_AGAIN;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void st_volatile_shared(unsigned addr, unsigned v) {
+  asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_volatile_shared(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// 3-D tiled TMA load (coordinates: k, row, batch) into this CTA's shared memory; completion is
+// reported to `bar` as transaction bytes. `map` is a __grid_constant__ kernel parameter.
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, unsigned bar, int k, int row, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(k), "r"(row), "r"(batch)
+      : "memory");
+}
+__device__ __forceinline__ void prefetch_tensormap(const void* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Per-warp register budget changes; every warp of the warpgroup must execute the same one.
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+// Barrier over `threads` threads (a warpgroup); id 0 is __syncthreads'.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+// The shared-window address (what the wrappers here take) of a pointer into shared memory.
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void st_shared_v2(unsigned addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ float4 ld_shared_v4(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// ---- warpgroup MMA ----
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -32,12 +125,12 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 //   bits 62-63 : swizzle mode, 1 = 128-byte swizzle
 // Advancing along K by 8 tf32 (32 bytes) inside the 128-byte swizzled row = adding 32>>4 = 2
 // to the start-address field (what CUTLASS' DescriptorIterator and DeepGEMM do).
-__device__ __forceinline__ uint64_t make_desc_k_sw128(uint32_t smem_addr) {
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4);
-  d |= static_cast<uint64_t>(16u >> 4) << 16;
-  d |= static_cast<uint64_t>(1024u >> 4) << 32;
-  d |= static_cast<uint64_t>(1) << 62;
+__device__ __forceinline__ unsigned long long make_desc_k_sw128(unsigned smem_addr) {
+  unsigned long long d = 0;
+  d |= static_cast<unsigned long long>((smem_addr & 0x3FFFFu) >> 4);
+  d |= static_cast<unsigned long long>(16u >> 4) << 16;
+  d |= static_cast<unsigned long long>(1024u >> 4) << 32;
+  d |= static_cast<unsigned long long>(1) << 62;
   return d;
 }
 
@@ -48,7 +141,7 @@ template <int N>
 struct WgmmaTF32;
 
 template <> struct WgmmaTF32<64> {
-  __device__ __forceinline__ static void mma(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -69,7 +162,7 @@ template <> struct WgmmaTF32<64> {
 };
 
 template <> struct WgmmaTF32<128> {
-  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  __device__ __forceinline__ static void mma(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -96,7 +189,7 @@ template <> struct WgmmaTF32<128> {
 };
 
 template <> struct WgmmaTF32<192> {
-  __device__ __forceinline__ static void mma(float (&d)[96], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  __device__ __forceinline__ static void mma(float (&d)[96], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -129,7 +222,7 @@ template <> struct WgmmaTF32<192> {
 };
 
 template <> struct WgmmaTF32<256> {
-  __device__ __forceinline__ static void mma(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  __device__ __forceinline__ static void mma(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -167,4 +260,5 @@ template <> struct WgmmaTF32<256> {
   }
 };
 
-}  // namespace wg
+}  // namespace sm90
+}  // namespace fusetune

@@ -1,0 +1,390 @@
+// TF32 tensor-core GEMM for sm_90a with the group's elementwise epilogue fused:
+// C[b, m, n] = Op(sum_k A[b, m, k] * B[b, k, n], ...), A slot 0 and B slot 1 both K-major (A's
+// rows and B's columns contiguous along k: nn.Linear's x @ W^T), read by TMA as tensor maps.
+// Persistent and warp-specialized: one producer warpgroup issues TMA loads into a ring of
+// 128-byte-swizzled shared-memory stages; two consumer warpgroups run wgmma on it and apply the
+// epilogue through a shared-memory staging buffer (float4 rows). Edges need no predicates in the
+// main loop: TMA fills out-of-bounds elements of a box with zeros.
+// Tuning parameters: the BM x BN tile, the ring's STAGES, GROUP_M (the M-tiles walked down
+// before moving along N, so that blocks running at the same time share A and B panels in L2) and
+// PINGPONG: 0, the two consumers share each tile (half its rows each); 1, they take alternate
+// tiles whole, so that one's epilogue overlaps the other's products (CUTLASS's ping-pong kernel).
+// Host side (tensor maps, SM count, shared-memory opt-in): tma_map.h; launch geometry: launch.h.
+// Design notes and measurements of the prototype it grew from: docs/GEMM_TMA.md.
+#pragma once
+#include "fused_math.cuh"
+#include "fusetune_args.h"
+#include "gemm_tma_layout.h"
+#include "sm90.cuh"
+
+namespace fusetune {
+
+namespace tma_gemm {
+
+constexpr int kConsumers = 2;             // consumer warpgroups, stacked along M
+constexpr int kChunkBytes = 64 * 32 * 4;  // one staged 64x32 fp32 chunk
+constexpr int kWatchWords = kConsumers + 1;  // progress of each consumer and of the producer
+
+template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_>
+struct Config {
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_;
+  static constexpr bool PINGPONG = PINGPONG_ != 0;
+  static constexpr int kTileConsumers = PINGPONG ? 1 : kConsumers;  // consumers sharing a tile
+  static constexpr int kMTiles = BM / (64 * kTileConsumers);        // m64 wgmma tiles per consumer
+  static constexpr int kAccRegs = BN / 2;                 // fp32 accumulators per m64 tile
+  static constexpr int kThreads = (kConsumers + 1) * 128;
+  // __launch_bounds__(kThreads, 1) leaves each thread 65536 / 384 = 170 -> 168 registers; the
+  // producer gives most of its share to the consumers (CUTLASS: 40 / 232, DeepGEMM: 48 / 224).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kStagingOffset = STAGES * kStageBytes;
+  static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;
+  static constexpr int kTurnOffset = kBarrierOffset + 2 * STAGES * 8;
+  static constexpr int kWatchOffset = kTurnOffset + 2 * 8;
+  static constexpr int kSmemBytes = kWatchOffset + kGemmTmaWatchBytes + 1024;  // +1024: alignment
+
+  static_assert(kThreads == kGemmTmaThreads, "launch.h launches this many threads");
+  static_assert(kSmemBytes == gemm_tma_smem_bytes(BM, BN, STAGES), "launch.h's shared-memory size");
+  static_assert(kGemmTmaStagingBytes == kConsumers * 2 * kChunkBytes, "two staging chunks per consumer");
+  static_assert(kMTiles * 64 * kTileConsumers == BM && kMTiles <= 2, "each consumer owns 64 or 128 rows");
+  static_assert(kMTiles * BN / 2 <= 128, "accumulators beyond 128 registers per thread would spill");
+  static_assert(kMTiles * BN / 32 % 2 == 0, "staging buffers alternate per chunk and restart per tile");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a WgmmaTF32<BN> wrapper exists");
+  static_assert(STAGES >= 2, "a ring needs two stages to overlap loads and math");
+  static_assert(GROUP_M >= 1, "at least one M-tile per group");
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
+                "setmaxnreg.inc would wait forever for registers the producer never frees");
+  static_assert(kWatchWords * 4 <= kGemmTmaWatchBytes, "a progress word per role");
+};
+
+struct Tile {
+  int b, m0, n0;
+};
+
+// Tile t of the static schedule: batch-major, grouped (Triton-style) order inside a batch.
+// Producer and consumers evaluate the same sequence, so they need no shared state.
+template <class Cfg>
+__device__ __forceinline__ Tile tile_at(int t, int tiles_m, int tiles_n) {
+  const int per_batch = tiles_m * tiles_n;
+  const int b = t / per_batch;
+  const int pid = t - b * per_batch;
+  const int per_group = Cfg::GROUP_M * tiles_n;
+  const int first_m = pid / per_group * Cfg::GROUP_M;
+  const int rows = min(tiles_m - first_m, Cfg::GROUP_M);
+  const int local = pid % per_group;
+  return {b, (first_m + local % rows) * Cfg::BM, local / rows * Cfg::BN};
+}
+
+// Slot of the ring and the parity of its current use. A stage's full and empty barriers each
+// complete one phase per use, so the parity flips whenever the index wraps (CUTLASS's
+// PipelineState).
+template <int STAGES>
+struct RingPos {
+  int stage = 0;
+  unsigned phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == STAGES) stage = 0, phase ^= 1;
+  }
+};
+
+// Watchdog (lane 0 of the producer warpgroup's warp 1). Each consumer warpgroup writes its
+// progress word after every k-tile and tile, the producer warp after every k-tile it issues, and
+// each writes kFinished when done. If no word changes for kWatchdogNs, the pipeline is stuck:
+// the trap ends the kernel with an error instead of hanging the GPU. Every wait of the kernel
+// (mbarrier, named barrier, setmaxnreg.inc) sits between two progress writes. Stalled time is
+// summed in steps of at most 1 ms, so time during which this context was not running does not
+// count. 1 us sleeps: a block ends up to one sleep after its consumers.
+constexpr unsigned kFinished = 0xffffffffu;
+constexpr unsigned long long kWatchdogNs = 4000000000ull;
+__device__ __forceinline__ void watch_progress(unsigned words) {
+  unsigned seen[kWatchWords] = {};
+  unsigned long long before = sm90::globaltimer_ns(), stalled = 0;
+  for (;;) {
+    bool moved = false, finished = true;
+    for (int w = 0; w < kWatchWords; ++w) {
+      const unsigned v = sm90::ld_volatile_shared(words + 4 * w);
+      moved |= v != seen[w];
+      finished &= v == kFinished;
+      seen[w] = v;
+    }
+    if (finished) return;
+    const unsigned long long now = sm90::globaltimer_ns();
+    stalled = moved ? 0 : stalled + (now - before < 1000000ull ? now - before : 1000000ull);
+    before = now;
+    if (stalled > kWatchdogNs) __trap();
+    __nanosleep(1000);
+  }
+}
+
+// Producer warp: for every k-tile of every tile of this block, wait until the consumers released
+// the stage, then (lane 0) announce the bytes and issue the A and B boxes. Runs up to STAGES
+// k-tiles ahead of the consumers, across tile boundaries (into the next tile during an
+// epilogue). After a tile's last loads its lanes prefetch the tile's full epilogue inputs (a
+// residual) into L2, which the consumers read right after the product.
+template <class Cfg, class Op>
+__device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb, unsigned smem, unsigned full_bar,
+                        unsigned empty_bar, int tiles_m, int tiles_n, int k_tiles) {
+  const int lane = threadIdx.x % 32;
+  const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * kConsumers;
+  unsigned progress = 0;
+  if (lane == 0) {
+    sm90::prefetch_tensormap(ta);
+    sm90::prefetch_tensormap(tb);
+  }
+  const bool a_batched = a.stride[0][0] != 0, b_batched = a.stride[1][0] != 0;  // else encoded as batch 1
+  RingPos<Cfg::STAGES> pos;
+  const int tiles = (int)a.batch * tiles_m * tiles_n;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const Tile tc = tile_at<Cfg>(t, tiles_m, tiles_n);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      sm90::mbar_wait(empty_bar + 8 * pos.stage, pos.phase ^ 1);
+      if (lane == 0) {
+        const unsigned full = full_bar + 8 * pos.stage;
+        const unsigned dst = smem + pos.stage * Cfg::kStageBytes;
+        sm90::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
+        sm90::tma_load_3d(dst, ta, full, kt * 32, tc.m0, a_batched ? tc.b : 0);
+        sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, kt * 32, tc.n0, b_batched ? tc.b : 0);
+      }
+      pos.advance();
+      sm90::st_volatile_shared(progress_word, ++progress);
+    }
+    if (Op::kFull > 0) {  // one prefetch per 128-byte line of the tile's rows
+      const int rows = min((long long)Cfg::BM, a.m - tc.m0), cols = min((long long)Cfg::BN, a.n - tc.n0);
+      const int lines = (cols + 31) / 32;
+      const long long first = ((long long)tc.b * a.m + tc.m0) * a.n + tc.n0;
+#pragma unroll
+      for (int s = 0; s < Op::kFull; ++s)
+        for (int i = lane; i < rows * lines; i += 32)
+          sm90::prefetch_l2(a.ptr[Op::kFullSlot + s] + first + (long long)(i / lines) * a.n + 32 * (i % lines));
+    }
+  }
+  // Leave only when the consumers have released every stage: no TMA write is then in flight
+  // and every barrier phase this warp started has completed (CUTLASS's producer_tail).
+  for (int s = 0; s < Cfg::STAGES; ++s) {
+    sm90::mbar_wait(empty_bar + 8 * pos.stage, pos.phase ^ 1);
+    pos.advance();
+  }
+  sm90::st_volatile_shared(progress_word, kFinished);
+}
+
+// Byte offset of 16-byte chunk `chunk` of row r in a staged 64x32 chunk: the chunk index is
+// XORed with 2*(r%4) so that both the fragment writes (8 rows x 2 chunks per half-warp) and the
+// row reads (8 chunks of one row per quarter-warp) hit 32 distinct banks.
+__device__ __forceinline__ unsigned staged_offset(int r, int chunk) {
+  return r * 128 + ((chunk ^ ((r & 3) << 1)) << 4);
+}
+
+// The epilogue of 4 consecutive outputs at linear index idx (column col): x[0] the product,
+// the full inputs at the same index, Op::apply, the outputs stored; float4 loads and stores
+// where the launch allows them and all 4 columns are inside N, else element by element.
+template <class Op>
+__device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4], long long idx, long long col,
+                                        bool vec_ok) {
+  if (vec_ok && col + 4 <= a.n) {
+    float in[Op::kFull + 1][4];
+#pragma unroll
+    for (int s = 0; s < Op::kFull; ++s) {
+      const float4 t = __ldg(reinterpret_cast<const float4*>(a.ptr[Op::kFullSlot + s] + idx));
+      in[s][0] = t.x, in[s][1] = t.y, in[s][2] = t.z, in[s][3] = t.w;
+    }
+    float out[out_count<Op>()][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float x[Op::kIn];
+      float y[out_count<Op>()];
+      x[0] = v[j];
+#pragma unroll
+      for (int s = 0; s < Op::kFull; ++s) x[1 + s] = in[s][j];
+      Op::template apply<0>(a, idx + j, x, y);  // the epilogue keeps accurate libm arithmetic
+#pragma unroll
+      for (int o = 0; o < Op::kOut; ++o) out[o][j] = y[o];
+    }
+#pragma unroll
+    for (int o = 0; o < Op::kOut; ++o)
+      *reinterpret_cast<float4*>(a.ptr[Op::kOutSlot + o] + idx) = make_float4(out[o][0], out[o][1], out[o][2], out[o][3]);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (col + j >= a.n) break;
+    float x[Op::kIn];
+    float y[out_count<Op>()];
+    x[0] = v[j];
+#pragma unroll
+    for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][idx + j];
+    Op::template apply<0>(a, idx + j, x, y);
+#pragma unroll
+    for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx + j] = y[o];
+  }
+}
+
+// The epilogue of a consumer's rows through shared memory, 64 rows x 32 columns at a time:
+// fragments (PTX ISA, "WGMMA .m64nNk8 register fragment layout for accumulator matrix D":
+// d[4j + 2h + e] is row 16*warp + lane/4 + 8h, column 8j + 2*(lane%4) + e) are written to one of
+// two buffers, a warpgroup barrier, then each warp reads whole 128-byte rows and finishes them
+// with float4. Two buffers alternate, so one barrier per chunk suffices: a buffer is written
+// again only after the barrier of the next chunk, which every thread reaches after its reads.
+template <class Cfg, class Op>
+__device__ void store_staged(const KernelArgs& a, float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], Tile tc, int consumer,
+                             int first_row, unsigned staging, bool vec_ok) {
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+    for (int q = 0; q < Cfg::BN / 32; ++q) {
+      const unsigned buf = staging + (mt * (Cfg::BN / 32) + q) % 2 * kChunkBytes;
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * h;
+          sm90::st_shared_v2(buf + staged_offset(r, 2 * jj + lane % 4 / 2) + lane % 2 * 8, acc[mt][4 * j + 2 * h],
+                             acc[mt][4 * j + 2 * h + 1]);
+        }
+      sm90::named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = (i * 128 + t) / 8, chunk = t % 8;
+        const long long row = tc.m0 + (first_row + mt * 64) + r;
+        if (row >= a.m) continue;
+        const float4 s = sm90::ld_shared_v4(buf + staged_offset(r, chunk));
+        const float v[4] = {s.x, s.y, s.z, s.w};
+        const long long col = tc.n0 + 32 * q + 4 * chunk;
+        finish4<Op>(a, v, ((long long)tc.b * a.m + row) * a.n + col, col, vec_ok);
+      }
+    }
+}
+
+// Consumer warpgroup `consumer`: rows [64*kMTiles*consumer, +64*kMTiles) of every tile, or with
+// PINGPONG every other tile of the block whole (it steps the ring over the other's k-tiles).
+// Ping-pong consumers take turns in their main loops: a consumer waits for its turn before its
+// first full-barrier wait of a tile and hands the turn over once it has passed its last. That
+// keeps each within one phase of every stage's barrier, which parity waits need (without it a
+// consumer arriving early mistakes an older phase of the stage for its own), and it is CUTLASS's
+// ping-pong order: one consumer's MMAs while the other runs its epilogue. Per
+// k-tile: wait for the stage's bytes, 4 k8 steps of wgmma per m64 tile, commit, and wait until at
+// most this group is in flight; the previous k-tile's wgmmas have then retired, so each warp
+// releases that stage with one arrival (4 arrivals per consumer sharing the stage complete the
+// empty barrier's phase).
+template <class Cfg, class Op>
+__device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
+                        int tiles_m, int tiles_n, int k_tiles, bool vec_ok) {
+  const int lane = threadIdx.x % 32;
+  // Every thread writes the same value: no branch near the wgmmas.
+  const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * consumer;
+  unsigned progress = 0;
+  const int first_row = Cfg::PINGPONG ? 0 : consumer * Cfg::kMTiles * 64;  // of each tile
+  unsigned long long desc_a[Cfg::kMTiles];
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt) desc_a[mt] = sm90::make_desc_k_sw128(smem + (first_row + mt * 64) * 128);
+  const unsigned long long desc_b = sm90::make_desc_k_sw128(smem + Cfg::kABytes);
+  const unsigned staging = smem + Cfg::kStagingOffset + consumer * 2 * kChunkBytes;
+
+  float acc[Cfg::kMTiles][Cfg::kAccRegs];
+  RingPos<Cfg::STAGES> pos;
+  const unsigned my_turn = smem + Cfg::kTurnOffset + 8 * consumer, their_turn = smem + Cfg::kTurnOffset + 8 * (1 - consumer);
+  int taken = 0;  // tiles this consumer has run
+  const int tiles = (int)a.batch * tiles_m * tiles_n;
+  for (int t = blockIdx.x, j = 0; t < tiles; t += gridDim.x, ++j) {
+    if (Cfg::PINGPONG && j % 2 != consumer) {  // the other consumer's tile
+      for (int kt = 0; kt < k_tiles; ++kt) pos.advance();
+      continue;
+    }
+    // Consumer 0 starts; each turn it waits for is the other's hand-over after the tile before.
+    if (Cfg::PINGPONG && (consumer == 1 || taken > 0)) sm90::mbar_wait(my_turn, (taken - (consumer == 0 ? 1 : 0)) & 1);
+    const Tile tc = tile_at<Cfg>(t, tiles_m, tiles_n);
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+      for (int i = 0; i < Cfg::kAccRegs; ++i) acc[mt][i] = 0.f;
+    int prev_stage = 0;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      sm90::mbar_wait(full_bar + 8 * pos.stage, pos.phase);
+      const unsigned long long stage_off = (pos.stage * Cfg::kStageBytes) >> 4;
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt)  // +2 per k8 step: 32 bytes, encoded >> 4
+          sm90::WgmmaTF32<Cfg::BN>::mma(acc[mt], desc_a[mt] + stage_off + 2 * kk, desc_b + stage_off + 2 * kk, 1);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();
+#pragma unroll
+      for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
+      if (kt > 0 && lane == 0) sm90::mbar_arrive(empty_bar + 8 * prev_stage);
+      prev_stage = pos.stage;
+      pos.advance();
+      sm90::st_volatile_shared(progress_word, ++progress);
+    }
+    if (Cfg::PINGPONG) sm90::mbar_arrive(their_turn);  // every thread: its full waits are behind it
+    ++taken;
+    // Unconditional (a no-op when K = 0): ptxas must see every path to the epilogue retire the
+    // wgmmas, or it injects a wait of its own (C7517).
+    sm90::wgmma_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
+    if (k_tiles > 0 && lane == 0) sm90::mbar_arrive(empty_bar + 8 * prev_stage);
+    store_staged<Cfg, Op>(a, acc, tc, consumer, first_row, staging, vec_ok);
+    sm90::st_volatile_shared(progress_word, ++progress);
+  }
+  sm90::st_volatile_shared(progress_word, kFinished);
+}
+
+// Whether every full input and output is 16-byte aligned and rows are whole float4s.
+template <class Op>
+__device__ __forceinline__ bool float4_ok(const KernelArgs& a) {
+  unsigned long long bits = (unsigned long long)a.n;
+#pragma unroll
+  for (int s = 0; s < Op::kFull; ++s) bits |= (unsigned long long)a.ptr[Op::kFullSlot + s] >> 2;
+#pragma unroll
+  for (int s = 0; s < Op::kOut; ++s) bits |= (unsigned long long)a.ptr[Op::kOutSlot + s] >> 2;
+  return bits % 4 == 0;
+}
+
+}  // namespace tma_gemm
+
+// ta and tb: A and B as tma_map.h encodes them (box rows BM and BN).
+template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, class Op>
+__global__ void __launch_bounds__(kGemmTmaThreads, 1)
+    gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG>;
+  using namespace tma_gemm;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // TMA's 128B swizzle and the wgmma descriptors assume every stage starts on 1024 B.
+  const unsigned smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const unsigned full_bar = smem + Cfg::kBarrierOffset;  // STAGES x 8 B, then the empty ones
+  const unsigned empty_bar = full_bar + 8 * STAGES;
+  const unsigned progress_words = smem + Cfg::kWatchOffset;
+  const int tiles_m = (int)((a.m + BM - 1) / BM), tiles_n = (int)((a.n + BN - 1) / BN);
+  const int k_tiles = (int)((a.k + 31) / 32);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      sm90::mbar_init(full_bar + 8 * s, 1);                // the producer's arrive_expect_tx
+      sm90::mbar_init(empty_bar + 8 * s, Cfg::kTileConsumers * 4);  // one arrival per consuming warp
+    }
+    for (int c = 0; c < kConsumers; ++c) sm90::mbar_init(smem + Cfg::kTurnOffset + 8 * c, 128);  // a warpgroup's hand-over
+    for (int w = 0; w < kWatchWords; ++w) sm90::st_volatile_shared(progress_words + 4 * w, 0);
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();
+  // Read through a shuffle so the compiler knows it is warp-uniform (CUTLASS's
+  // canonical_warp_group_idx): a branch it cannot prove uniform serializes the wgmmas (C7518).
+  const int warpgroup = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);
+  if (warpgroup == kConsumers) {  // the last warpgroup: producer, watchdog, two idle warps
+    sm90::setmaxnreg_dec<Cfg::kProducerRegs>();
+    const int warp = threadIdx.x % 128 / 32;
+    if (warp == 0) produce<Cfg, Op>(a, &ta, &tb, smem, full_bar, empty_bar, tiles_m, tiles_n, k_tiles);
+    if (warp == 1 && threadIdx.x % 32 == 0) watch_progress(progress_words);
+    return;
+  }
+  sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
+  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, tiles_m, tiles_n, k_tiles, float4_ok<Op>(a));
+#else
+  __trap();  // needs sm_90a (wgmma, setmaxnreg)
+#endif
+}
+
+}  // namespace fusetune

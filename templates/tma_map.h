@@ -1,0 +1,90 @@
+// Host side of templates/gemm_tma.cuh: its two operands as TMA tensor maps, encoded the same way
+// by the measuring worker (cuTensorMapEncodeTiled from the dlopen'd driver) and by the generated
+// extension (the same function through the CUDA runtime's driver entry point; libcuda is not
+// linked). With FUSETUNE_TMA_LAUNCH, also the extension's launcher of the tuned kernel.
+#pragma once
+#include <cuda.h>  // CUtensorMap and its enums
+
+#include "fusetune_args.h"
+#include "launch.h"
+
+#ifdef FUSETUNE_TMA_LAUNCH
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#endif
+
+namespace fusetune {
+
+static_assert(sizeof(TmaMap) == sizeof(CUtensorMap) && alignof(TmaMap) == alignof(CUtensorMap),
+              "TmaMap stands for CUtensorMap in NVRTC-compiled kernels");
+
+using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// Operand `slot` of a GEMM group (0: A [batch][m][k] with stride[0][2] == 1; 1: B [batch][k][n]
+// with stride[1][1] == 1, i.e. [batch][n][k] rows) as a 3-D tensor (k, rows, batch) read in boxes
+// of 32 floats (128 B, the swizzle span) x box_rows x 1. Out-of-bounds elements of a box (k, row
+// and batch edges) read as zeros. A broadcast batch (stride 0) is encoded as one batch, which
+// the kernel then always reads; k = 0 is encoded as 1 (the kernel then issues no loads). The
+// family's supports() has checked what TMA requires of strides (multiples of 16 bytes); a base
+// address that is not 16-byte aligned makes the encoder fail.
+inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const KernelArgs& a, int slot, int box_rows) {
+  const long long rows = slot == 0 ? a.m : a.n;
+  const long long ld = slot == 0 ? a.stride[0][1] : a.stride[1][2];
+  const long long batch_stride = a.stride[slot][0];
+  const long long batch = batch_stride == 0 ? 1 : a.batch;
+  const cuuint64_t dims[3] = {(cuuint64_t)(a.k > 0 ? a.k : 1), (cuuint64_t)(rows > 0 ? rows : 1), (cuuint64_t)batch};
+  // Strides of dimensions 1 and 2 in bytes; the batch one only matters when there are batches.
+  const cuuint64_t strides[2] = {(cuuint64_t)ld * 4, (cuuint64_t)(batch > 1 ? batch_stride : ld * dims[1]) * 4};
+  const cuuint32_t box[3] = {32, (cuuint32_t)box_rows, 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  return encode(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, a.ptr[slot], dims, strides, box,
+                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+#ifdef FUSETUNE_TMA_LAUNCH
+// The extension's launch of gemm_tma_kernel<BM, BN, STAGES, ...>: the shared-memory opt-in once,
+// the tensor maps per call (microseconds on the host; the operands may move between calls), and
+// one block per tile up to the device's SM count (persistent blocks).
+template <int BM, int BN, int STAGES, class Kernel>
+void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream) {
+  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES, args.m, args.n, args.batch);
+  auto fail = [](const std::string& what) { throw std::runtime_error("fusetune: TMA GEMM: " + what); };
+  static TensorMapEncoder encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<TensorMapEncoder>(fn);
+  }();
+  if (!encode) fail("the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
+  static const std::string prepared = [&]() -> std::string {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d.shared_bytes);
+    if (e != cudaSuccess) return std::string("shared-memory opt-in refused: ") + cudaGetErrorString(e);
+    // The consumers' setmaxnreg.inc waits for the registers the producer frees: 168 per thread
+    // (65536 / 384) are what the split assumes; with fewer it would wait forever.
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return "cannot read the kernel's attributes";
+    if (attr.numRegs < 65536 / kGemmTmaThreads / 8 * 8)
+      return "the kernel was built with " + std::to_string(attr.numRegs) + " registers per thread, setmaxnreg needs 168";
+    return "";
+  }();
+  if (!prepared.empty()) fail(prepared);
+  TmaMap ta, tb;
+  if (encode_gemm_operand(encode, &ta, args, 0, BM) != CUDA_SUCCESS || encode_gemm_operand(encode, &tb, args, 1, BN) != CUDA_SUCCESS)
+    fail("cannot describe the operands as tensor maps (their addresses must be 16-byte aligned)");
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    fail("cannot read the device's SM count");
+  const unsigned grid = std::min<unsigned>(d.grid[0], (unsigned)std::max(sms, 1));
+  kernel<<<grid, d.block[0], d.shared_bytes, stream>>>(args, ta, tb);
+}
+#endif
+
+}  // namespace fusetune

@@ -1,0 +1,85 @@
+// The gemm_tma family: a GEMM group's product on sm_90a tensor cores in TF32 (tf32 policy only),
+// with the group's whole epilogue fused (templates/gemm_tma.cuh). It competes with cuBLASLt and
+// the fp32 template in the gemm search. Its operands are TMA tensor maps, so it runs only where
+// both are K-major (nn.Linear's x @ W^T; a plain A @ B with a row-major B is left to cuBLASLt)
+// and their strides are whole 16-byte units.
+#include <climits>
+
+#include "families.h"
+#include "plan.h"
+
+namespace fusetune {
+
+namespace {
+
+// Why operand `slot` ([batch, rows, k] for A, [batch, k, n] for B) cannot be a TMA tensor map.
+const char* operand_refused(const Group& g, int slot) {
+  const Slot& s = g.slots.at(slot);
+  const Layout& l = s.layout;
+  if (s.dtype != "float32") return "operands are not float32";
+  const int64_t k_stride = slot == 0 ? l.strides.at(2) : l.strides.at(1);
+  const int64_t ld = slot == 0 ? l.strides.at(1) : l.strides.at(2);
+  if (k_stride != 1 && g.k > 1)
+    return slot == 0 ? "A is not contiguous along k" : "B is not K-major (TF32 wgmma reads both operands along k)";
+  if (ld % 4 != 0 || ld <= 0) return "an operand's row stride is not a multiple of 4 floats (TMA: 16-byte strides)";
+  if (l.strides.at(0) % 4 != 0) return "an operand's batch stride is not a multiple of 4 floats";
+  if (l.offset % 4 != 0) return "an operand does not start on a 16-byte boundary";
+  return nullptr;
+}
+
+class GemmTma : public Family {
+ public:
+  std::string name() const override { return "gemm_tma"; }
+  std::string group_family() const override { return "gemm"; }
+  std::string arch(const std::string& target) const override {
+    return target == "sm_90" || target == "sm_90a" ? "sm_90a" : "";  // wgmma and setmaxnreg: sm_90a only
+  }
+
+  bool supports(const Group& g, std::string& why) const override {
+    for (int slot : {0, 1})
+      if (const char* reason = operand_refused(g, slot)) {
+        why = reason;
+        return false;
+      }
+    // Tile indices and TMA coordinates are 32-bit; the smallest tile is 64 x 64.
+    const long long tiles = g.batch * ((g.m + 63) / 64) * ((g.n + 63) / 64);
+    if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX || tiles > INT_MAX) {
+      why = "more rows, columns or tiles than 32-bit coordinates address";
+      return false;
+    }
+    return true;
+  }
+  bool allowed(const Group&, const Config&, const std::string& policy) const override { return policy == "tf32"; }
+  std::string precision(const Group&, const Config&) const override { return "tf32"; }
+
+  std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    return "fusetune::gemm_tma_kernel<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("GROUP_M") + ", " +
+           p("PINGPONG") + ", " + g.op_type() + ">";
+  }
+  LaunchDims launch(const Group& g, const Config& c) const override {
+    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), g.m, g.n, g.batch);
+  }
+  std::string launch_expr(const Group& g, const ParamText& p) const override {
+    return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", args.m, args.n, args.batch)";
+  }
+  json launch_extras(const Group&, const Config& c) const override {
+    return json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}};
+  }
+  std::string extension_includes(const Group& g, const std::string& template_file) const override {
+    return "#define FUSETUNE_TMA_LAUNCH\n#include \"" + template_file + "\"\n#include \"tma_map.h\"\n";
+  }
+  std::string extension_launch(const Group& g, const ParamText& p) const override {
+    return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ">(" + kernel_instance(g, p) +
+           ", args, stream);\n";
+  }
+  double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
+};
+
+}  // namespace
+
+const Family& gemm_tma_family() {
+  static const GemmTma f;
+  return f;
+}
+
+}  // namespace fusetune
