@@ -11,6 +11,7 @@
 #include "pipeline.h"
 #include "plan.h"
 #include "reduce_launch.h"
+#include "tma_map.h"
 #include "util.h"
 
 namespace fusetune {
@@ -605,6 +606,51 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_EQ(d.grid[0], 1u);  // one 9 x 5 tile
   EXPECT_EQ(d.block[0], 384u);
   EXPECT_EQ(d.shared_bytes, (unsigned)gemm_tma_smem_bytes((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES")));
+}
+
+// What the TMA GEMM's tensor maps describe (templates/tma_map.h), read off a fake encoder: A as
+// (k, m, batch), B's [n, k] rows as (k, n, batch), strides in bytes, boxes of 32 x BM or BN; a
+// broadcast operand (batch stride 0) as one batch, and k = 0 as 1.
+struct EncodedMap {
+  std::vector<cuuint64_t> dims, strides;
+  std::vector<cuuint32_t> box;
+  void* base = nullptr;
+  CUtensorMapSwizzle swizzle{};
+};
+EncodedMap last_encoded;
+CUresult fake_encoder(CUtensorMap*, CUtensorMapDataType type, cuuint32_t rank, void* base, const cuuint64_t* dims,
+                      const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t*, CUtensorMapInterleave,
+                      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill fill) {
+  EXPECT_EQ(type, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  EXPECT_EQ(fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out-of-bounds elements read as zeros
+  last_encoded = {std::vector<cuuint64_t>(dims, dims + rank), std::vector<cuuint64_t>(strides, strides + rank - 1),
+                  std::vector<cuuint32_t>(box, box + rank), base, swizzle};
+  return CUDA_SUCCESS;
+}
+
+TEST(Plan, TmaGemmOperandsAsTensorMaps) {
+  KernelArgs a{};
+  float buf[4];
+  a.m = 131, a.n = 45, a.k = 68, a.batch = 3;
+  a.ptr[0] = buf;
+  a.stride[0][0] = 131 * 72, a.stride[0][1] = 72, a.stride[0][2] = 1;  // A [3, 131, 68], rows padded to 72
+  a.ptr[1] = buf + 1;
+  a.stride[1][0] = 0, a.stride[1][1] = 1, a.stride[1][2] = 68;  // B = W^T of one W [45, 68]: broadcast
+  TmaMap map;
+  ASSERT_EQ(encode_gemm_operand(fake_encoder, &map, a, 0, 128), CUDA_SUCCESS);
+  EXPECT_EQ(last_encoded.dims, (std::vector<cuuint64_t>{68, 131, 3}));
+  EXPECT_EQ(last_encoded.strides, (std::vector<cuuint64_t>{72 * 4, 131 * 72 * 4}));
+  EXPECT_EQ(last_encoded.box, (std::vector<cuuint32_t>{32, 128, 1}));
+  EXPECT_EQ(last_encoded.base, buf);
+  EXPECT_EQ(last_encoded.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+  ASSERT_EQ(encode_gemm_operand(fake_encoder, &map, a, 1, 64), CUDA_SUCCESS);
+  EXPECT_EQ(last_encoded.dims, (std::vector<cuuint64_t>{68, 45, 1}));
+  EXPECT_EQ(last_encoded.strides, (std::vector<cuuint64_t>{68 * 4, 45 * 68 * 4}));
+  EXPECT_EQ(last_encoded.box, (std::vector<cuuint32_t>{32, 64, 1}));
+  EXPECT_EQ(last_encoded.base, buf + 1);
+  a.k = 0;
+  ASSERT_EQ(encode_gemm_operand(fake_encoder, &map, a, 0, 128), CUDA_SUCCESS);
+  EXPECT_EQ(last_encoded.dims[0], 1u);
 }
 
 // Which row kernels may run a group: the split kernel needs one pass and per-row outputs only;
