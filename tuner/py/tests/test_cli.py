@@ -176,6 +176,7 @@ GPU_FAMILY_PLANS = {
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
+    "gemm_tma_forms.py": ["gemm"] * 3,
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
 }
@@ -183,7 +184,7 @@ GPU_FAMILY_PLANS = {
 
 @pytest.mark.parametrize("path", GPU_FAMILY_MODELS, ids=os.path.basename)
 def test_gpu_family_models_plan(path, tmp_path):
-    """The GPU suite's irregular forms plan as meant: each GEMM form to one GEMM group (no
+    """The GPU suite's irregular forms plan as meant: each GEMM form to a GEMM group each (no
     copies), each reduction form to its reduce groups, each convolution to its own conv group."""
     plan = plan_of(path, tmp_path / "out")
     expected = GPU_FAMILY_PLANS.get(os.path.basename(path), ["gemm"])
