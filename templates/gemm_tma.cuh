@@ -12,6 +12,7 @@
 // Host side (tensor maps, SM count, shared-memory opt-in): tma_map.h; launch geometry: launch.h.
 // Design notes and measurements of the prototype it grew from: docs/GEMM_TMA.md.
 #pragma once
+#include "elementwise.cuh"  // vector_aligned
 #include "fused_math.cuh"
 #include "fusetune_args.h"
 #include "gemm_tma_layout.h"
@@ -332,17 +333,6 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
   sm90::st_volatile_shared(progress_word, kFinished);
 }
 
-// Whether every full input and output is 16-byte aligned and rows are whole float4s.
-template <class Op>
-__device__ __forceinline__ bool float4_ok(const KernelArgs& a) {
-  unsigned long long bits = (unsigned long long)a.n;
-#pragma unroll
-  for (int s = 0; s < Op::kFull; ++s) bits |= (unsigned long long)a.ptr[Op::kFullSlot + s] >> 2;
-#pragma unroll
-  for (int s = 0; s < Op::kOut; ++s) bits |= (unsigned long long)a.ptr[Op::kOutSlot + s] >> 2;
-  return bits % 4 == 0;
-}
-
 }  // namespace tma_gemm
 
 // ta and tb: A and B as tma_map.h encodes them (box rows BM and BN).
@@ -381,7 +371,9 @@ __global__ void __launch_bounds__(kGemmTmaThreads, 1)
     return;
   }
   sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
-  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, tiles_m, tiles_n, k_tiles, float4_ok<Op>(a));
+  // float4 epilogue: rows of whole float4s, every full input and output 16-byte aligned.
+  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, tiles_m, tiles_n, k_tiles,
+                   a.n % 4 == 0 && vector_aligned<Op, 4>(a));
 #else
   __trap();  // needs sm_90a (wgmma, setmaxnreg)
 #endif
