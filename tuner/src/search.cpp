@@ -239,8 +239,7 @@ CompileJob candidate_job(const Group& g, const Config& c, const std::string& tem
   const Family& f = family_by_name(c.family);
   const std::string kernel = f.kernel_instance(g, [&](const std::string& p) { return std::to_string(c.at(p)); });
   std::string src = "// " + g.id + "\n#include \"" + f.kernel_header(template_file) + "\"\n\n" + g.op_struct;
-  const std::string own = f.arch(arch);
-  return CompileJob{c.name(), src, kernel, own == arch ? "" : own};
+  return CompileJob{c.name(), src, kernel, f.arch(arch)};
 }
 
 std::vector<CompileJob> compile_jobs(const Group& g, const SearchContext& ctx, const std::string& policy) {
