@@ -301,9 +301,8 @@ CUresult Worker::launch(CUfunction f, const json& cand, const KernelArgs& args, 
   // A persistent kernel loops over its work with at most one block per SM.
   if (cand.value("persistent", false)) g[0] = std::min<unsigned>(g[0], (unsigned)std::max(dev_.sm_count, 1));
   KernelArgs a = args;
-  std::vector<TmaMap> m = maps;  // further __grid_constant__ parameters after the KernelArgs
-  std::vector<void*> params = {&a};
-  for (TmaMap& map : m) params.push_back(&map);
+  std::vector<void*> params = {&a};  // then the tensor maps, further __grid_constant__ parameters
+  for (const TmaMap& map : maps) params.push_back(const_cast<TmaMap*>(&map));  // only read
   return Driver::get().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], cand.at("shared_bytes").get<unsigned>(),
                                       stream, params.data(), nullptr);
 }
