@@ -2,9 +2,11 @@
 # Microbenchmarks behind design decisions (docs/PERF.md cites their output): the copy roofline,
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
 # on fp32 data, how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
-# their memory traffic, and how fast the channels-last transposes around a convolution run. Run
-# on the GPU machine, the default set or those named:
+# their memory traffic, how fast the channels-last transposes around a convolution run, and
+# whether chunks of a convolution on two streams hide those transposes. Run on the GPU machine,
+# the default set or those named:
 #   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [transpose]
+#                               [conv_overlap]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
@@ -44,6 +46,8 @@ PY
     transpose)  # exits non-zero if a variant's output differs from the extension's kernel's
       nvcc -O3 -arch=sm_90 -std=c++17 -I "$HERE/../../../templates" -o "$BIN/transpose_probe" "$HERE/transpose_probe.cu"
       "$BIN/transpose_probe" ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose)"; exit 2 ;;
+    conv_overlap)  # PyTorch only: chunked channels-last convolutions on two streams against serial
+      python3 "$HERE/conv_overlap_probe.py" ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose, conv_overlap)"; exit 2 ;;
   esac
 done
