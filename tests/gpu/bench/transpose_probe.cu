@@ -4,8 +4,8 @@
 // of channels_last_epilogue_kernel). torch.compile's Triton copies take 390 us for depthwise's x
 // (4.12 TB/s) and 61 us for conv_transpose's; ours are not measured apart from the convolution.
 //   tile32: to_channels_last_kernel as the extension runs it (32 x 32 tile, 4-byte accesses);
-//   v4:     a tile of 32 rows x 128 columns, float4 loads along the rows and float4 stores along
-//           the columns (rows and columns multiples of 4);
+//   tRxQ:   transpose_tile<R, Q, 256> (a tile of R rows x Q columns, every load of a thread in
+//           flight before the tile is stored; t64x64w: 512 threads);
 //   copy:   a float4 copy of the same bytes (the ceiling).
 // Each output is compared with tile32's (bitwise).
 //   bash tests/gpu/bench/run.sh transpose, or ./transpose_probe [runs] once built
@@ -14,33 +14,41 @@
 #include "bench.h"
 #include "conv_epilogue.cuh"
 
-constexpr int kRows = 32, kCols = 128, kV4Threads = 256;
-
-// [n, r, q] -> [n, q, r] for r and q multiples of 4; grid (ceil(q / kCols), ceil(r / kRows), n).
-// The tile is padded by one column so that the column reads of the store phase hit 32 banks.
-__global__ void __launch_bounds__(kV4Threads) transpose_v4(const float* __restrict__ in, float* __restrict__ out,
-                                                           long long r, long long q) {
-  __shared__ float tile[kRows][kCols + 1];
-  const long long q0 = (long long)blockIdx.x * kCols, r0 = (long long)blockIdx.y * kRows;
+// [n, r, q] -> [n, q, r] through a TR x TQ tile: each thread loads its TR * TQ / THREADS elements
+// into registers first (all loads in flight before the first shared-memory store), reads along q
+// and writes along r, 4-byte accesses. The tile is padded by one column, so that the column reads
+// of the store phase hit 32 banks. Grid (ceil(q / TQ), ceil(r / TR), n).
+template <int TR, int TQ, int THREADS>
+__global__ void __launch_bounds__(THREADS) transpose_tile(const float* __restrict__ in, float* __restrict__ out,
+                                                          long long r, long long q) {
+  constexpr int kEach = TR * TQ / THREADS;
+  static_assert(kEach * THREADS == TR * TQ, "the threads must cover the tile");
+  __shared__ float tile[TR][TQ + 1];
+  const long long q0 = (long long)blockIdx.x * TQ, r0 = (long long)blockIdx.y * TR;
   const long long base = (long long)blockIdx.z * r * q;
-  constexpr int kLoadRows = kV4Threads / (kCols / 4);  // rows per load step: 8
-  const int lc = threadIdx.x % (kCols / 4), lr = threadIdx.x / (kCols / 4);
-  for (int i = lr; i < kRows; i += kLoadRows) {
-    const long long ri = r0 + i, qi = q0 + 4 * lc;
-    if (ri < r && qi < q) {
-      const float4 v = *reinterpret_cast<const float4*>(in + base + ri * q + qi);
-      tile[i][4 * lc] = v.x, tile[i][4 * lc + 1] = v.y, tile[i][4 * lc + 2] = v.z, tile[i][4 * lc + 3] = v.w;
-    }
+  float v[kEach];
+#pragma unroll
+  for (int e = 0; e < kEach; ++e) {
+    const int t = threadIdx.x + e * THREADS, i = t / TQ, j = t % TQ;
+    v[e] = r0 + i < r && q0 + j < q ? in[base + (r0 + i) * q + q0 + j] : 0.f;
+  }
+#pragma unroll
+  for (int e = 0; e < kEach; ++e) {
+    const int t = threadIdx.x + e * THREADS;
+    tile[t / TQ][t % TQ] = v[e];
   }
   __syncthreads();
-  constexpr int kStoreCols = kV4Threads / (kRows / 4);  // columns per store step: 32
-  const int sr = threadIdx.x % (kRows / 4), sc = threadIdx.x / (kRows / 4);
-  for (int j = sc; j < kCols; j += kStoreCols) {
-    const long long qj = q0 + j, rj = r0 + 4 * sr;
-    if (qj < q && rj < r)
-      *reinterpret_cast<float4*>(out + base + qj * r + rj) =
-          make_float4(tile[4 * sr][j], tile[4 * sr + 1][j], tile[4 * sr + 2][j], tile[4 * sr + 3][j]);
+#pragma unroll
+  for (int e = 0; e < kEach; ++e) {
+    const int t = threadIdx.x + e * THREADS, j = t / TR, i = t % TR;
+    if (r0 + i < r && q0 + j < q) out[base + (q0 + j) * r + r0 + i] = tile[i][j];
   }
+}
+
+template <int TR, int TQ, int THREADS>
+void launch_tile(const float* in, float* out, long long n, long long r, long long q) {
+  transpose_tile<TR, TQ, THREADS><<<dim3((unsigned)((q + TQ - 1) / TQ), (unsigned)((r + TR - 1) / TR), (unsigned)n), THREADS>>>(
+      in, out, r, q);
 }
 
 __global__ void copy4(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
@@ -58,7 +66,10 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"depthwise x to NHWC", 32, 96, 65536},
                           {"depthwise y to NCHW", 32, 65536, 96},
                           {"conv_transpose x to NHWC", 32, 64, 16384},
-                          {"conv_transpose y to NCHW", 32, 65536, 32}};
+                          {"conv_transpose y to NCHW", 32, 65536, 32},
+                          {"conv2d_relu_bias x to NHWC", 32, 32, 65536},
+                          {"conv2d_relu_bias y to NCHW", 32, 65536, 64},
+                          {"irregular", 3, 37, 1001}};
   long long most = 0;
   for (const Shape& s : shapes) most = std::max(most, s.n * s.r * s.q);
   float *x, *y, *ref;
@@ -75,10 +86,6 @@ int main(int argc, char** argv) {
                          (unsigned)((s.r + fusetune::kTile - 1) / fusetune::kTile), (unsigned)s.n);
     auto tile32 = [&](float* out) {  // as cudnn_conv.h's channels_last_launch
       fusetune::to_channels_last_kernel<float><<<tile_grid, dim3(fusetune::kTile, fusetune::kTileRows)>>>(x, out, s.r, s.q);
-    };
-    auto v4 = [&] {
-      transpose_v4<<<dim3((unsigned)((s.q + kCols - 1) / kCols), (unsigned)((s.r + kRows - 1) / kRows), (unsigned)s.n),
-                     kV4Threads>>>(x, y, s.r, s.q);
     };
     tile32(ref);
     CHECK(cudaDeviceSynchronize());
@@ -100,7 +107,13 @@ int main(int argc, char** argv) {
       copy4<<<(unsigned)((count / 4 + 255) / 256), 256>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), count / 4);
     });
     report("tile32", true, [&] { tile32(y); });
-    report("v4", true, v4);
+    report("t32x32", true, [&] { launch_tile<32, 32, 256>(x, y, s.n, s.r, s.q); });
+    report("t64x64", true, [&] { launch_tile<64, 64, 256>(x, y, s.n, s.r, s.q); });
+    report("t64x64w", true, [&] { launch_tile<64, 64, 512>(x, y, s.n, s.r, s.q); });
+    report("t32x128", true, [&] { launch_tile<32, 128, 256>(x, y, s.n, s.r, s.q); });
+    report("t128x32", true, [&] { launch_tile<128, 32, 256>(x, y, s.n, s.r, s.q); });
+    report("t96x64", true, [&] { launch_tile<96, 64, 256>(x, y, s.n, s.r, s.q); });
+    report("t64x96", true, [&] { launch_tile<64, 96, 256>(x, y, s.n, s.r, s.q); });
   }
   return all_match ? 0 : 1;
 }
