@@ -91,11 +91,11 @@ inline ConvDims conv_dims(const std::vector<long long>& sizes) {
   return d;
 }
 
-// Grid of templates/conv_epilogue.cuh's kernels over [n, c, s]: a block of kTile x kTileRows
-// threads per tile of kTile channels x kTile positions, batches along z.
+// Grid of templates/conv_epilogue.cuh's kernels over [n, c, s]: a block of kTileThreads threads
+// per tile of kTile channels x kTile positions, batches along z.
 inline LaunchDims channels_last_launch(const ConvDims& d) {
   return LaunchDims{{(unsigned)ceil_div(d.s, kTile), (unsigned)ceil_div(d.c, kTile), (unsigned)d.n},
-                    {(unsigned)kTile, (unsigned)kTileRows, 1u},
+                    {(unsigned)kTileThreads, 1u, 1u},
                     0u};
 }
 constexpr long long kMaxGridZ = 65535;

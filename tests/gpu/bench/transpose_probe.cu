@@ -3,13 +3,17 @@
 // ([n, s, c] -> [n, c, s] is the same transpose with c and s swapped, which is the access pattern
 // of channels_last_epilogue_kernel). torch.compile's Triton copies take 390 us for depthwise's x
 // (4.12 TB/s) and 61 us for conv_transpose's; ours are not measured apart from the convolution.
-//   tile32: to_channels_last_kernel as the extension runs it (32 x 32 tile, 4-byte accesses);
+//   tile32: to_channels_last_kernel as the extension runs it (32 x 32 tile, 4-byte accesses, 256
+//           threads with all their loads in flight first; before 2026-12-04 one load at a time);
 //   tRxQ:   transpose_tile<R, Q, 256> (a tile of R rows x Q columns, every load of a thread in
-//           flight before the tile is stored; t64x64w: 512 threads);
-//   copy:   a float4 copy of the same bytes (the ceiling).
+//           flight before the tile is stored; t64x64w: 512 threads, t32x32n: 128);
+//   vVtRxQ: the same moving V-element vectors on both sides (shapes with rows and columns
+//           multiples of 4; w: twice the threads);
+//   copy:   a float4 copy of the same bytes (the ceiling); copy1: the same with 4-byte accesses.
 // Each output is compared with tile32's (bitwise).
 //   bash tests/gpu/bench/run.sh transpose, or ./transpose_probe [runs] once built
 #include <cstring>
+#include <type_traits>
 
 #include "bench.h"
 #include "conv_epilogue.cuh"
@@ -51,9 +55,58 @@ void launch_tile(const float* in, float* out, long long n, long long r, long lon
       in, out, r, q);
 }
 
+// transpose_tile moving V-element vectors on both sides (r and q multiples of V): a thread loads
+// V neighbours along q and stores V neighbours along r, gathered from V rows of the tile.
+template <int TR, int TQ, int V, int THREADS>
+__global__ void __launch_bounds__(THREADS) transpose_vec(const float* __restrict__ in, float* __restrict__ out,
+                                                         long long r, long long q) {
+  using Vec = std::conditional_t<V == 4, float4, float2>;
+  constexpr int kEach = TR * TQ / V / THREADS;
+  static_assert(kEach * THREADS * V == TR * TQ, "the threads must cover the tile");
+  __shared__ float tile[TR][TQ + 1];
+  const long long q0 = (long long)blockIdx.x * TQ, r0 = (long long)blockIdx.y * TR;
+  const long long base = (long long)blockIdx.z * r * q;
+  Vec v[kEach];
+#pragma unroll
+  for (int e = 0; e < kEach; ++e) {
+    const int u = threadIdx.x + e * THREADS, i = u / (TQ / V), j = V * (u % (TQ / V));
+    if (r0 + i < r && q0 + j < q) v[e] = *reinterpret_cast<const Vec*>(in + base + (r0 + i) * q + q0 + j);
+  }
+#pragma unroll
+  for (int e = 0; e < kEach; ++e) {
+    const int u = threadIdx.x + e * THREADS, i = u / (TQ / V), j = V * (u % (TQ / V));
+    const float* f = reinterpret_cast<const float*>(&v[e]);
+#pragma unroll
+    for (int k = 0; k < V; ++k) tile[i][j + k] = f[k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < kEach; ++e) {
+    const int u = threadIdx.x + e * THREADS, j = u / (TR / V), i = V * (u % (TR / V));
+    if (r0 + i >= r || q0 + j >= q) continue;
+    Vec w;
+    float* f = reinterpret_cast<float*>(&w);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = tile[i + k][j];
+    *reinterpret_cast<Vec*>(out + base + (q0 + j) * r + r0 + i) = w;
+  }
+}
+
+template <int TR, int TQ, int V, int THREADS>
+void launch_vec(const float* in, float* out, long long n, long long r, long long q) {
+  if (r % V || q % V) return;  // not this variant's shapes (the check then reports WRONG)
+  transpose_vec<TR, TQ, V, THREADS><<<dim3((unsigned)((q + TQ - 1) / TQ), (unsigned)((r + TR - 1) / TR), (unsigned)n), THREADS>>>(
+      in, out, r, q);
+}
+
 __global__ void copy4(const float4* __restrict__ x, float4* __restrict__ y, long long n4) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n4) y[i] = x[i];
+}
+
+__global__ void copy1(const float* __restrict__ x, float* __restrict__ y, long long n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i];
 }
 
 struct Shape {
@@ -85,7 +138,7 @@ int main(int argc, char** argv) {
     const dim3 tile_grid((unsigned)((s.q + fusetune::kTile - 1) / fusetune::kTile),
                          (unsigned)((s.r + fusetune::kTile - 1) / fusetune::kTile), (unsigned)s.n);
     auto tile32 = [&](float* out) {  // as cudnn_conv.h's channels_last_launch
-      fusetune::to_channels_last_kernel<float><<<tile_grid, dim3(fusetune::kTile, fusetune::kTileRows)>>>(x, out, s.r, s.q);
+      fusetune::to_channels_last_kernel<float><<<tile_grid, fusetune::kTileThreads>>>(x, out, s.r, s.q);
     };
     tile32(ref);
     CHECK(cudaDeviceSynchronize());
@@ -106,8 +159,21 @@ int main(int argc, char** argv) {
     report("copy", false, [&] {
       copy4<<<(unsigned)((count / 4 + 255) / 256), 256>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), count / 4);
     });
+    report("copy1", false, [&] { copy1<<<(unsigned)((count + 255) / 256), 256>>>(x, y, count); });
     report("tile32", true, [&] { tile32(y); });
     report("t32x32", true, [&] { launch_tile<32, 32, 256>(x, y, s.n, s.r, s.q); });
+    report("t32x32n", true, [&] { launch_tile<32, 32, 128>(x, y, s.n, s.r, s.q); });
+    report("t32x64", true, [&] { launch_tile<32, 64, 256>(x, y, s.n, s.r, s.q); });
+    report("t64x32", true, [&] { launch_tile<64, 32, 256>(x, y, s.n, s.r, s.q); });
+    if (s.r % 4 == 0 && s.q % 4 == 0) {
+      report("v2t32x32", true, [&] { launch_vec<32, 32, 2, 128>(x, y, s.n, s.r, s.q); });
+      report("v2t32x32w", true, [&] { launch_vec<32, 32, 2, 256>(x, y, s.n, s.r, s.q); });
+      report("v2t64x64", true, [&] { launch_vec<64, 64, 2, 256>(x, y, s.n, s.r, s.q); });
+      report("v4t32x32", true, [&] { launch_vec<32, 32, 4, 64>(x, y, s.n, s.r, s.q); });
+      report("v4t32x32w", true, [&] { launch_vec<32, 32, 4, 128>(x, y, s.n, s.r, s.q); });
+      report("v4t64x64", true, [&] { launch_vec<64, 64, 4, 256>(x, y, s.n, s.r, s.q); });
+      report("v4t32x64", true, [&] { launch_vec<32, 64, 4, 128>(x, y, s.n, s.r, s.q); });
+    }
     report("t64x64", true, [&] { launch_tile<64, 64, 256>(x, y, s.n, s.r, s.q); });
     report("t64x64w", true, [&] { launch_tile<64, 64, 512>(x, y, s.n, s.r, s.q); });
     report("t32x128", true, [&] { launch_tile<32, 128, 256>(x, y, s.n, s.r, s.q); });
