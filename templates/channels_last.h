@@ -5,7 +5,7 @@
 
 namespace fusetune {
 
-// A tile of 32 channels x 32 positions per block of 256 threads, each moving 4 of its elements.
-constexpr int kTile = 32, kTileThreads = 256, kTileEach = kTile * kTile / kTileThreads;
+// A tile of 32 channels x 32 positions per block of 128 threads.
+constexpr int kTile = 32, kTileThreads = 128;
 
 }  // namespace fusetune

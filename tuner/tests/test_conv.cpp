@@ -63,7 +63,7 @@ TEST(Conv, StridedDilatedConv1dWithBiasAndChain) {
             "fusetune::channels_last_epilogue_kernel<10LL, 18LL, 0, fusetune_gen::g0_op>");
   const LaunchDims d = f.launch(g, last);
   EXPECT_EQ(std::vector<unsigned>(d.grid, d.grid + 3), (std::vector<unsigned>{1, 1, 3}));
-  EXPECT_EQ(std::vector<unsigned>(d.block, d.block + 3), (std::vector<unsigned>{256, 1, 1}));
+  EXPECT_EQ(std::vector<unsigned>(d.block, d.block + 3), (std::vector<unsigned>{128, 1, 1}));
   EXPECT_EQ(f.scratch_floats(g), 3 * 10 * 18);
   // 2 x outputs x (input channels x kernel taps)
   EXPECT_DOUBLE_EQ(f.flops(g), 2.0 * (3 * 10 * 18) * (6 * 5));
