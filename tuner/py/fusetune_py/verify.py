@@ -233,32 +233,60 @@ def _gpu_info():
     return props.name, int(getattr(props, "L2_cache_size", 0))
 
 
+def timed_call(fn, inputs, flush):
+    """One call after an L2 flush, between its own events on the current stream (not yet synchronized)."""
+    flush.zero_()
+    start, end = _event(), _event()
+    start.record()
+    fn(*inputs)
+    end.record()
+    return start, end
+
+
 def timed_calls(fn, inputs, n, flush):
-    """n calls, each after an L2 flush and between its own events on the current stream; ms each."""
-    pairs = []
-    for _ in range(n):
-        flush.zero_()
-        start, end = _event(), _event()
-        start.record()
-        fn(*inputs)
-        end.record()
-        pairs.append((start, end))
+    """n timed calls; ms each."""
+    pairs = [timed_call(fn, inputs, flush) for _ in range(n)]
     _synchronize()
     return [start.elapsed_time(end) for start, end in pairs]
 
 
-def time_fn(fn, inputs, flush, warmup, min_runs, min_ms, max_runs):
-    """The one timing routine every contender goes through (MEASURE.md: warm up, flush, events, median)."""
-    warm = timed_calls(fn, inputs, warmup, flush)  # compilation and autotuning happen here
-    estimate = statistics.median(warm[1:] if len(warm) > 1 else warm)
-    runs = max(min_runs, math.ceil(min_ms / max(estimate, 1e-6)))
-    runs = min(runs, max(max_runs, min_runs))
-    return dict(summarize(timed_calls(fn, inputs, runs, flush)), warmup=warmup)
+def time_interleaved(fns, enter, inputs, flush, warmup, min_runs, min_ms, max_runs):
+    """The one timing routine every contender goes through (MEASURE.md: warm up, flush, events,
+    median). fns maps a name to its callable; enter(name) sets that contender's state (its
+    precision) before each of its calls. Each contender is warmed up (compilation and autotuning
+    happen there) and gets enough runs to cover min_ms at its warm-up speed; then the contenders
+    take turns, one timed call each per round, the first one rotating, so that a drift of the
+    GPU's clocks during the measurement (a sustained load lowers them) reaches all of them alike
+    instead of the last one measured."""
+    runs = {}
+    for name, fn in fns.items():
+        enter(name)
+        warm = timed_calls(fn, inputs, warmup, flush)
+        estimate = statistics.median(warm[1:] if len(warm) > 1 else warm)
+        runs[name] = min(max(min_runs, math.ceil(min_ms / max(estimate, 1e-6))), max(max_runs, min_runs))
+    names = list(fns)
+    pairs = {name: [] for name in names}
+    for r in range(max(runs.values())):
+        for k in range(len(names)):
+            name = names[(r + k) % len(names)]
+            if len(pairs[name]) < runs[name]:
+                enter(name)
+                pairs[name].append(timed_call(fns[name], inputs, flush))
+    _synchronize()
+    return {name: dict(summarize([start.elapsed_time(end) for start, end in pairs[name]]), warmup=warmup)
+            for name in names}
 
 
 def _precision():
     return {"matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
             "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
+def _enter_precision(name):
+    """Each contender in its documented precision: PyTorch's defaults, TF32 matmuls for compile_tf32."""
+    pytorch_default_precision()
+    if name == "compile_tf32":
+        set_tf32(True, torch.backends.cudnn.allow_tf32)
 
 
 def _contender(name, module, new_module, seed):
@@ -272,26 +300,11 @@ def _contender(name, module, new_module, seed):
                             f"state_dict: {error}")
         return model_new
     if name.startswith("compile"):
-        torch._dynamo.reset()  # no compiled code or guards carried over from another contender
         return torch.compile(model)
     return model
 
 
-def profile_one(name, module, new_module, seed, inputs, flush, opts):
-    pytorch_default_precision()
-    if name == "compile_tf32":
-        set_tf32(True, torch.backends.cudnn.allow_tf32)
-    try:
-        fn = _contender(name, module, new_module, seed)
-        precision = _precision()
-        with torch.no_grad():
-            timing = time_fn(fn, inputs, flush, opts.warmup, opts.min_runs, opts.min_ms, opts.max_runs)
-        return dict(timing, precision=precision)
-    finally:
-        pytorch_default_precision()  # each contender runs in its documented precision, no leaks
-        fn = None  # drop the model first so that empty_cache can really hand its memory back
-        torch._dynamo.reset()
-        torch.cuda.empty_cache()
+CONTENDERS = ("eager", "compile", "compile_tf32", "fusetune")
 
 
 def profile(model_path, new_path, seed, opts):
@@ -302,8 +315,23 @@ def profile(model_path, new_path, seed, opts):
     gpu, l2 = _gpu_info()
     flush_bytes = 2 * l2 if l2 > 0 else 256 << 20
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=PROFILE_DEVICE)
-    timings = {name: profile_one(name, module, new_module, seed, inputs, flush, opts)
-               for name in ("eager", "compile", "compile_tf32", "fusetune")}
+    torch._dynamo.reset()  # no compiled code or guards carried over from before
+    fns, precision = {}, {}
+    try:
+        for name in CONTENDERS:
+            _enter_precision(name)
+            fns[name] = _contender(name, module, new_module, seed)
+            precision[name] = _precision()
+        with torch.no_grad():
+            timings = time_interleaved(fns, _enter_precision, inputs, flush, opts.warmup, opts.min_runs, opts.min_ms,
+                                       opts.max_runs)
+    finally:
+        pytorch_default_precision()  # no precision setting leaks out of the profile
+        fns.clear()  # drop the models first so that empty_cache can really hand their memory back
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+    for name in CONTENDERS:
+        timings[name]["precision"] = precision[name]
     mine = timings["fusetune"]["median"]
     speedup = {f"vs_{name}": timings[name]["median"] / mine for name in ("eager", "compile", "compile_tf32")}
     return {"gpu": gpu, "torch_version": torch.__version__, "seed": seed, "l2_bytes": l2,

@@ -216,6 +216,12 @@ def test_profile_protocol_on_cpu(cli, write_model, tmp_path, monkeypatch):
         tf32_at_compile.append(torch.backends.cuda.matmul.allow_tf32)
         return real_compile(model, backend="eager")  # inductor would make the test slow
     monkeypatch.setattr(torch, "compile", eager_compile)
+    calls, real_contender = [], verify._contender
+
+    def recording(name, *args):  # each call of a contender: its name and the matmul precision then
+        fn = real_contender(name, *args)
+        return lambda *x: (calls.append((name, torch.backends.cuda.matmul.allow_tf32)), fn(*x))[1]
+    monkeypatch.setattr(verify, "_contender", recording)
     out = tmp_path / "p.json"
     code, err = cli(verify.main, ["profile", "--model", write_model(MODEL), "--model-new", new_model(write_model),
                                   "--out", str(out), "--warmup", "2", "--min-runs", "7", "--min-ms", "0.001"])
@@ -228,6 +234,11 @@ def test_profile_protocol_on_cpu(cli, write_model, tmp_path, monkeypatch):
         assert t["runs"] == 7 == len(t["samples"]) and t["warmup"] == 2
         assert t["min"] <= t["p20"] <= t["median"] <= t["p80"]
         assert t["precision"] == {"matmul_allow_tf32": name == "compile_tf32", "cudnn_allow_tf32": True}
+    # Warm-up contender by contender, then the timed calls in rounds, the first one rotating.
+    names = list(verify.CONTENDERS)
+    assert [n for n, _ in calls[:8]] == [n for n in names for _ in range(2)]
+    assert [n for n, _ in calls[8:]] == [names[(r + k) % 4] for r in range(7) for k in range(4)]
+    assert all(tf32 == (n == "compile_tf32") for n, tf32 in calls)
     fusetune = res["timings"]["fusetune"]["median"]
     assert res["speedup"]["vs_eager"] == pytest.approx(res["timings"]["eager"]["median"] / fusetune)
     assert set(res["speedup"]) == {"vs_eager", "vs_compile", "vs_compile_tf32"}
@@ -236,6 +247,11 @@ def test_profile_protocol_on_cpu(cli, write_model, tmp_path, monkeypatch):
 def test_runs_cover_min_ms(monkeypatch):
     monkeypatch.setattr(verify, "_event", PerfCounterEvent)
     monkeypatch.setattr(verify, "_synchronize", lambda: None)
-    t = verify.time_fn(lambda: time.sleep(0.002), [], torch.zeros(4), warmup=2, min_runs=3, min_ms=20,
-                       max_runs=100)
-    assert 5 <= t["runs"] <= 10 and t["median"] >= 2.0
+    entered = []
+    t = verify.time_interleaved({"slow": lambda: time.sleep(0.002), "fast": lambda: None}, entered.append, [],
+                                torch.zeros(4), warmup=2, min_runs=3, min_ms=20, max_runs=100)
+    assert 5 <= t["slow"]["runs"] <= 10 and t["slow"]["median"] >= 2.0
+    assert t["fast"]["runs"] == 100 and t["fast"]["warmup"] == 2  # max_runs caps a very short call
+    # Both take turns while both need runs; then the fast one alone.
+    assert entered[:2] == ["slow", "fast"] and entered[2:6] == ["slow", "fast", "fast", "slow"]
+    assert entered.count("slow") == 1 + t["slow"]["runs"] and entered[-1] == "fast"
