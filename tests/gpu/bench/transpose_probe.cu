@@ -6,7 +6,7 @@
 //   tile32: to_channels_last_kernel as the extension runs it (32 x 32 tile, pairs of floats where
 //           the sizes are even, 128 threads with all their loads in flight first; before 2026-12-04
 //           one float at a time, one load at a time);
-//   t32x32: transpose_tile<32, 32, 256> (every load of a thread in flight before the tile is
+//   t32x32: transpose_vec<32, 32, 1, 256> (every load of a thread in flight before the tile is
 //           stored; t32x32n: 128 threads). Larger tiles (64 x 64, 32 x 128, 128 x 32, 96 x 64,
 //           with 256 or 512 threads) were slower on every shape and are gone (docs/PERF.md);
 //   vVtRxQ: an R x Q tile moving V-element vectors on both sides (shapes with rows and columns
@@ -20,49 +20,15 @@
 #include "bench.h"
 #include "conv_epilogue.cuh"
 
-// [n, r, q] -> [n, q, r] through a TR x TQ tile: each thread loads its TR * TQ / THREADS elements
-// into registers first (all loads in flight before the first shared-memory store), reads along q
-// and writes along r, 4-byte accesses. The tile is padded by one column, so that the column reads
-// of the store phase hit 32 banks. Grid (ceil(q / TQ), ceil(r / TR), n).
-template <int TR, int TQ, int THREADS>
-__global__ void __launch_bounds__(THREADS) transpose_tile(const float* __restrict__ in, float* __restrict__ out,
-                                                          long long r, long long q) {
-  constexpr int kEach = TR * TQ / THREADS;
-  static_assert(kEach * THREADS == TR * TQ, "the threads must cover the tile");
-  __shared__ float tile[TR][TQ + 1];
-  const long long q0 = (long long)blockIdx.x * TQ, r0 = (long long)blockIdx.y * TR;
-  const long long base = (long long)blockIdx.z * r * q;
-  float v[kEach];
-#pragma unroll
-  for (int e = 0; e < kEach; ++e) {
-    const int t = threadIdx.x + e * THREADS, i = t / TQ, j = t % TQ;
-    v[e] = r0 + i < r && q0 + j < q ? in[base + (r0 + i) * q + q0 + j] : 0.f;
-  }
-#pragma unroll
-  for (int e = 0; e < kEach; ++e) {
-    const int t = threadIdx.x + e * THREADS;
-    tile[t / TQ][t % TQ] = v[e];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int e = 0; e < kEach; ++e) {
-    const int t = threadIdx.x + e * THREADS, j = t / TR, i = t % TR;
-    if (r0 + i < r && q0 + j < q) out[base + (q0 + j) * r + r0 + i] = tile[i][j];
-  }
-}
-
-template <int TR, int TQ, int THREADS>
-void launch_tile(const float* in, float* out, long long n, long long r, long long q) {
-  transpose_tile<TR, TQ, THREADS><<<dim3((unsigned)((q + TQ - 1) / TQ), (unsigned)((r + TR - 1) / TR), (unsigned)n), THREADS>>>(
-      in, out, r, q);
-}
-
-// transpose_tile moving V-element vectors on both sides (r and q multiples of V): a thread loads
-// V neighbours along q and stores V neighbours along r, gathered from V rows of the tile.
+// [n, r, q] -> [n, q, r] through a TR x TQ tile moving V-element vectors on both sides (r and q
+// multiples of V): each thread loads its vectors into registers first (all loads in flight before
+// the first shared-memory store), V neighbours along q, and stores V neighbours along r, gathered
+// from V rows of the tile. The tile is padded by one column, so that the column reads of the store
+// phase hit 32 banks. Grid (ceil(q / TQ), ceil(r / TR), n).
 template <int TR, int TQ, int V, int THREADS>
 __global__ void __launch_bounds__(THREADS) transpose_vec(const float* __restrict__ in, float* __restrict__ out,
                                                          long long r, long long q) {
-  using Vec = std::conditional_t<V == 4, float4, float2>;
+  using Vec = std::conditional_t<V == 4, float4, std::conditional_t<V == 2, float2, float>>;
   constexpr int kEach = TR * TQ / V / THREADS;
   static_assert(kEach * THREADS * V == TR * TQ, "the threads must cover the tile");
   __shared__ float tile[TR][TQ + 1];
@@ -143,7 +109,7 @@ int main(int argc, char** argv) {
     auto tile32 = [&](float* out) {  // as cudnn_conv.h's channels_last_launch
       fusetune::to_channels_last_kernel<float><<<tile_grid, fusetune::kTileThreads>>>(x, out, s.r, s.q);
     };
-    launch_tile<32, 32, 256>(x, ref, s.n, s.r, s.q);  // the reference: one float per access
+    launch_vec<32, 32, 1, 256>(x, ref, s.n, s.r, s.q);  // the reference: one float per access
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaMemcpy(want.data(), ref, count * 4, cudaMemcpyDeviceToHost));
     std::printf("%s: [%lld, %lld, %lld], %.3f GB moved\n", s.name, s.n, s.r, s.q, bytes / 1e9);
@@ -164,8 +130,8 @@ int main(int argc, char** argv) {
     });
     report("copy1", false, [&] { copy1<<<(unsigned)((count + 255) / 256), 256>>>(x, y, count); });
     report("tile32", true, [&] { tile32(y); });
-    report("t32x32", true, [&] { launch_tile<32, 32, 256>(x, y, s.n, s.r, s.q); });
-    report("t32x32n", true, [&] { launch_tile<32, 32, 128>(x, y, s.n, s.r, s.q); });
+    report("t32x32", true, [&] { launch_vec<32, 32, 1, 256>(x, y, s.n, s.r, s.q); });
+    report("t32x32n", true, [&] { launch_vec<32, 32, 1, 128>(x, y, s.n, s.r, s.q); });
     if (s.r % 4 == 0 && s.q % 4 == 0) {
       report("v2t32x32", true, [&] { launch_vec<32, 32, 2, 128>(x, y, s.n, s.r, s.q); });
       report("v2t32x32w", true, [&] { launch_vec<32, 32, 2, 256>(x, y, s.n, s.r, s.q); });
