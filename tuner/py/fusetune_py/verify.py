@@ -254,24 +254,26 @@ def time_interleaved(fns, enter, inputs, flush, warmup, min_runs, min_ms, max_ru
     """The one timing routine every contender goes through (MEASURE.md: warm up, flush, events,
     median). fns maps a name to its callable; enter(name) sets that contender's state (its
     precision) before each of its calls. Each contender is warmed up (compilation and autotuning
-    happen there) and gets enough runs to cover min_ms at its warm-up speed; then the contenders
-    take turns, one timed call each per round, the first one rotating, so that a drift of the
-    GPU's clocks during the measurement (a sustained load lowers them) reaches all of them alike
-    instead of the last one measured."""
-    runs = {}
+    happen there); then the contenders take turns, one timed call each per round, the first one
+    rotating, so that a drift of the GPU's clocks during the measurement (a sustained load lowers
+    them in steps) reaches all of them alike instead of the last one measured. Every contender
+    gets the same rounds, so that the medians of two contenders come from the same stretch of
+    the drift: at least min_runs, enough for the fastest to cover min_ms (at most max_runs), and
+    no more than keep the whole measurement near 20 x min_ms."""
+    estimates = []
     for name, fn in fns.items():
         enter(name)
         warm = timed_calls(fn, inputs, warmup, flush)
-        estimate = statistics.median(warm[1:] if len(warm) > 1 else warm)
-        runs[name] = min(max(min_runs, math.ceil(min_ms / max(estimate, 1e-6))), max(max_runs, min_runs))
+        estimates.append(max(statistics.median(warm[1:] if len(warm) > 1 else warm), 1e-6))
+    rounds = min(math.ceil(min_ms / min(estimates)), max_runs, math.ceil(20 * min_ms / sum(estimates)))
+    rounds = max(rounds, min_runs)
     names = list(fns)
     pairs = {name: [] for name in names}
-    for r in range(max(runs.values())):
+    for r in range(rounds):
         for k in range(len(names)):
             name = names[(r + k) % len(names)]
-            if len(pairs[name]) < runs[name]:
-                enter(name)
-                pairs[name].append(timed_call(fns[name], inputs, flush))
+            enter(name)
+            pairs[name].append(timed_call(fns[name], inputs, flush))
     _synchronize()
     return {name: dict(summarize([start.elapsed_time(end) for start, end in pairs[name]]), warmup=warmup)
             for name in names}
