@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(kTileThreads)
     transpose_tile<1>(tile, in + base, out + base, c, s, c0, s0);
 }
 
-// V neighbouring positions of channel c of the group's epilogue: the outputs at channels-first
-// indices idx .. idx + V - 1 are Op::apply of the product there (w) and the other inputs at idx.
-template <long long CHANNELS, long long SPATIAL, int MATH, class Op, int V>
+// V neighbouring positions of one channel in the group's epilogue: the outputs at channels-first
+// indices idx .. idx + V - 1 are Op::apply of the product there (w) and the other inputs there.
+template <int MATH, class Op, int V>
 __device__ __forceinline__ void epilogue_run(const KernelArgs& a, long long idx, const float (&w)[V]) {
   float full[Op::kFull + 1][V];
 #pragma unroll
@@ -106,7 +106,7 @@ __device__ __forceinline__ void channels_last_epilogue(float (*tile)[kTile + 1],
   __syncthreads();
   for_tile_columns<V>(tile, [&](int si, int ci, const float (&w)[V]) {
     if (c0 + ci < CHANNELS && s0 + si < SPATIAL)
-      epilogue_run<CHANNELS, SPATIAL, MATH, Op, V>(a, base + (c0 + ci) * SPATIAL + s0 + si, w);
+      epilogue_run<MATH, Op, V>(a, base + (c0 + ci) * SPATIAL + s0 + si, w);
   });
 }
 
