@@ -58,10 +58,12 @@ s = e2e.get("profile", {}).get("speedup", {})
 groups = "; ".join("%s %s %s %.4g ms (%.0f%% roofline, %d cand, %.1f s)" % (
     g["id"], g["family"], g["best"]["name"], g["best"]["time_ms"]["median"], g["best"].get("roofline_pct", 0),
     len(g["candidates"]), g["search"]["wall_s"]) for g in b["groups"])
-line = "%-22s %s tune %.1fs | eager %.3f compile %.3f compile_tf32 %.3f fusetune %.3f ms | x%.2f vs compile, x%.2f vs compile_tf32 | %s" % (
+r = e2e.get("profile", {}).get("speedup_per_round", {})
+line = ("%-22s %s tune %.1fs | eager %.3f compile %.3f compile_tf32 %.3f fusetune %.3f ms | x%.2f vs compile, x%.2f vs "
+        "compile_tf32 (per round x%.2f, x%.2f) | %s") % (
     name, "PASS" if ok else "FAIL", b["tuning_wall_s"], t.get("eager", {}).get("median", 0), t.get("compile", {}).get("median", 0),
     t.get("compile_tf32", {}).get("median", 0), t.get("fusetune", {}).get("median", 0), s.get("vs_compile", 0),
-    s.get("vs_compile_tf32", 0), groups)
+    s.get("vs_compile_tf32", 0), r.get("vs_compile", 0), r.get("vs_compile_tf32", 0), groups)
 open(summary, "a").write(line + "\n")
 print(line)
 sys.exit(0 if ok else 1)

@@ -165,14 +165,19 @@ void print_profile(const json& prof, const json& best) {
   std::string precision;
   for (const json& g : best.at("groups"))
     precision += (precision.empty() ? "" : ", ") + g.at("id").get<std::string>() + " " + g.value("precision", "?");
-  std::printf("\nend to end on %s (median of timed calls, L2 flushed):\n", prof.value("gpu", "?").c_str());
-  std::printf("  %-34s %10s %14s\n", "", "ms", "fusetune speedup");
+  const json per_round = prof.value("speedup_per_round", json::object());
+  std::printf("\nend to end on %s (median of timed calls, L2 flushed, the contenders in turns):\n",
+              prof.value("gpu", "?").c_str());
+  std::printf("  %-34s %10s %14s %10s\n", "", "ms", "fusetune speedup", "per round");
   const std::pair<const char*, const char*> rows[] = {
       {"eager", "eager PyTorch"}, {"compile", "torch.compile (default, fp32 matmul)"},
       {"compile_tf32", "torch.compile with TF32 matmul"}};
   for (const auto& [key, label] : rows) {
     const double ms = t.at(key).at("median").get<double>();
-    std::printf("  %-34s %10.4f %13.2fx\n", label, ms, ms / ours);
+    const json paired = per_round.value(std::string("vs_") + key, json());
+    char round_text[32] = "-";  // a best.json from before the per-round ratio has none
+    if (paired.is_number()) std::snprintf(round_text, sizeof round_text, "%.2fx", paired.get<double>());
+    std::printf("  %-34s %10.4f %13.2fx %10s\n", label, ms, ms / ours, round_text);
   }
   std::printf("  %-34s %10.4f   (precision: %s)\n", "fusetune ModelNew", ours, precision.c_str());
 }

@@ -161,5 +161,26 @@ TEST(BestJson, CommittedResultFitsTheCheckout) {
   EXPECT_TRUE(best["end_to_end"]["verify"]["ok"].get<bool>());
 }
 
+// The profile's table: each baseline's median, the ratio of medians and the per-round ratio; a
+// profile from before the per-round ratio shows "-" there.
+TEST(Profile, PrintsTheRatioOfMediansAndPerRound) {
+  const json best = {{"groups", {{{"id", "g0"}, {"precision", "tf32"}}}}};
+  json prof = {{"gpu", "Test GPU"},
+               {"timings", {{"eager", {{"median", 2.0}}}, {"compile", {{"median", 1.0}}}, {"compile_tf32", {{"median", 0.5}}},
+                            {"fusetune", {{"median", 0.4}}}}},
+               {"speedup_per_round", {{"vs_eager", 5.1}, {"vs_compile", 2.6}, {"vs_compile_tf32", 1.3}}}};
+  testing::internal::CaptureStdout();
+  print_profile(prof, best);
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("torch.compile with TF32 matmul"), std::string::npos) << out;
+  EXPECT_NE(out.find("0.5000          1.25x      1.30x"), std::string::npos) << out;
+  EXPECT_NE(out.find("(precision: g0 tf32)"), std::string::npos) << out;
+  prof.erase("speedup_per_round");
+  testing::internal::CaptureStdout();
+  print_profile(prof, best);
+  out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("2.0000          5.00x          -"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fusetune

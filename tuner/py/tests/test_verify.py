@@ -241,7 +241,9 @@ def test_profile_protocol_on_cpu(cli, write_model, tmp_path, monkeypatch):
     assert all(tf32 == (n == "compile_tf32") for n, tf32 in calls)
     fusetune = res["timings"]["fusetune"]["median"]
     assert res["speedup"]["vs_eager"] == pytest.approx(res["timings"]["eager"]["median"] / fusetune)
-    assert set(res["speedup"]) == {"vs_eager", "vs_compile", "vs_compile_tf32"}
+    assert set(res["speedup"]) == set(res["speedup_per_round"]) == {"vs_eager", "vs_compile", "vs_compile_tf32"}
+    ratios = sorted(e / f for e, f in zip(res["timings"]["eager"]["samples"], res["timings"]["fusetune"]["samples"]))
+    assert res["speedup_per_round"]["vs_eager"] == pytest.approx(ratios[3])  # the median of 7 rounds
 
 
 def test_runs_cover_min_ms(monkeypatch):
