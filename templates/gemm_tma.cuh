@@ -8,7 +8,9 @@
 // Tuning parameters: the BM x BN tile, the ring's STAGES, GROUP_M (the M-tiles walked down
 // before moving along N, so that blocks running at the same time share A and B panels in L2) and
 // PINGPONG: 0, the two consumers share each tile (half its rows each); 1, they take alternate
-// tiles whole, so that one's epilogue overlaps the other's products (CUTLASS's ping-pong kernel).
+// tiles whole, so that one's epilogue overlaps the other's products (CUTLASS's ping-pong kernel);
+// CLUSTER: 1, or 2 blocks of a thread-block cluster on M-neighbouring tiles that share their B
+// tile: each loads half of it and multicasts it to both, which cuts the L2 reads of B by half.
 // Host side (tensor maps, SM count, shared-memory opt-in): tma_map.h; launch geometry: launch.h.
 // Design notes and measurements of the prototype it grew from: docs/GEMM_TMA.md.
 #pragma once
@@ -26,9 +28,9 @@ constexpr int kConsumers = 2;             // consumer warpgroups, stacked along 
 constexpr int kChunkBytes = 64 * 32 * 4;  // one staged 64x32 fp32 chunk
 constexpr int kWatchWords = kConsumers + 1;  // progress of each consumer and of the producer
 
-template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_>
+template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_>
 struct Config {
-  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_;
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_, CLUSTER = CLUSTER_;
   static constexpr bool PINGPONG = PINGPONG_ != 0;
   static constexpr int kTileConsumers = PINGPONG ? 1 : kConsumers;  // consumers sharing a tile
   static constexpr int kMTiles = BM / (64 * kTileConsumers);        // m64 wgmma tiles per consumer
@@ -39,6 +41,7 @@ struct Config {
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
+  static constexpr int kBSliceRows = BN / CLUSTER;  // the rows of B each block of a cluster loads
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kStagingOffset = STAGES * kStageBytes;
   static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;
@@ -55,6 +58,8 @@ struct Config {
   static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a WgmmaTF32<BN> wrapper exists");
   static_assert(STAGES >= 2, "a ring needs two stages to overlap loads and math");
   static_assert(GROUP_M >= 1, "at least one M-tile per group");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
+  static_assert(kBSliceRows % 8 == 0, "each block's slice of B starts on a 1024-byte swizzle pattern");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc would wait forever for registers the producer never frees");
   static_assert(kWatchWords * 4 <= kGemmTmaWatchBytes, "a progress word per role");
@@ -64,18 +69,46 @@ struct Tile {
   int b, m0, n0;
 };
 
-// Tile t of the static schedule: batch-major, grouped (Triton-style) order inside a batch.
+// The static schedule walks cluster tiles: CLUSTER x BM rows by BN columns, block `rank` of the
+// cluster taking BM rows of each (with an odd number of M-tiles the last cluster row's second
+// block gets rows past M: it loads zeros, shares its B slice and stores nothing).
+struct Schedule {
+  int tiles_m, tiles_n;  // cluster tiles along M, tiles along N
+  int tiles;             // cluster tiles in all (batch-major)
+  int rank;              // this block's rank in its cluster
+};
+
+template <class Cfg>
+__device__ __forceinline__ Schedule make_schedule(const KernelArgs& a) {
+  Schedule s;
+  s.tiles_m = (int)((a.m + Cfg::CLUSTER * Cfg::BM - 1) / (Cfg::CLUSTER * Cfg::BM));
+  s.tiles_n = (int)((a.n + Cfg::BN - 1) / Cfg::BN);
+  s.tiles = (int)a.batch * s.tiles_m * s.tiles_n;
+  s.rank = Cfg::CLUSTER == 1 ? 0 : (int)sm90::cluster_ctarank();
+  return s;
+}
+// Clusters of the grid, and this block's: the grid is a whole number of clusters along x.
+template <class Cfg>
+__device__ __forceinline__ int first_tile() {
+  return (int)blockIdx.x / Cfg::CLUSTER;
+}
+template <class Cfg>
+__device__ __forceinline__ int tile_step() {
+  return (int)gridDim.x / Cfg::CLUSTER;
+}
+
+// This block's tile of cluster tile t: batch-major, grouped (Triton-style) order inside a batch.
 // Producer and consumers evaluate the same sequence, so they need no shared state.
 template <class Cfg>
-__device__ __forceinline__ Tile tile_at(int t, int tiles_m, int tiles_n) {
-  const int per_batch = tiles_m * tiles_n;
+__device__ __forceinline__ Tile tile_at(int t, const Schedule& s) {
+  const int per_batch = s.tiles_m * s.tiles_n;
   const int b = t / per_batch;
   const int pid = t - b * per_batch;
-  const int per_group = Cfg::GROUP_M * tiles_n;
+  const int per_group = Cfg::GROUP_M * s.tiles_n;
   const int first_m = pid / per_group * Cfg::GROUP_M;
-  const int rows = min(tiles_m - first_m, Cfg::GROUP_M);
+  const int rows = min(s.tiles_m - first_m, Cfg::GROUP_M);
   const int local = pid % per_group;
-  return {b, (first_m + local % rows) * Cfg::BM, local / rows * Cfg::BN};
+  return {b, ((first_m + local % rows) * Cfg::CLUSTER + s.rank) * Cfg::BM, local / rows * Cfg::BN};
 }
 
 // Slot of the ring and the parity of its current use. A stage's full and empty barriers each
@@ -120,13 +153,15 @@ __device__ __forceinline__ void watch_progress(unsigned words) {
 }
 
 // Producer warp: for every k-tile of every tile of this block, wait until the consumers released
-// the stage, then (lane 0) announce the bytes and issue the A and B boxes. Runs up to STAGES
+// the stage, then (lane 0) announce the bytes and issue the A and B boxes (in a cluster, its
+// slice of B to every block of it; the empty barrier then counts the consumers of all of them,
+// so no block's slice lands in a stage that another still reads). Runs up to STAGES
 // k-tiles ahead of the consumers, across tile boundaries (into the next tile during an
 // epilogue). After a tile's last loads its lanes prefetch the tile's full epilogue inputs (a
 // residual) into L2, which the consumers read right after the product.
 template <class Cfg, class Op>
 __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb, unsigned smem, unsigned full_bar,
-                        unsigned empty_bar, int tiles_m, int tiles_n, int k_tiles) {
+                        unsigned empty_bar, const Schedule& sched, int k_tiles) {
   const int lane = threadIdx.x % 32;
   const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * kConsumers;
   unsigned progress = 0;
@@ -136,9 +171,8 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
   }
   const bool a_batched = a.stride[0][0] != 0, b_batched = a.stride[1][0] != 0;  // else encoded as batch 1
   RingPos<Cfg::STAGES> pos;
-  const int tiles = (int)a.batch * tiles_m * tiles_n;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const Tile tc = tile_at<Cfg>(t, tiles_m, tiles_n);
+  for (int t = first_tile<Cfg>(); t < sched.tiles; t += tile_step<Cfg>()) {
+    const Tile tc = tile_at<Cfg>(t, sched);
     for (int kt = 0; kt < k_tiles; ++kt) {
       sm90::mbar_wait(empty_bar + 8 * pos.stage, pos.phase ^ 1);
       if (lane == 0) {
@@ -146,7 +180,12 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
         const unsigned dst = smem + pos.stage * Cfg::kStageBytes;
         sm90::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
         sm90::tma_load_3d(dst, ta, full, kt * 32, tc.m0, a_batched ? tc.b : 0);
-        sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, kt * 32, tc.n0, b_batched ? tc.b : 0);
+        if (Cfg::CLUSTER == 1)
+          sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, kt * 32, tc.n0, b_batched ? tc.b : 0);
+        else
+          sm90::tma_load_3d_multicast(dst + Cfg::kABytes + sched.rank * Cfg::kBSliceRows * 128, tb, full, kt * 32,
+                                      tc.n0 + sched.rank * Cfg::kBSliceRows, b_batched ? tc.b : 0,
+                                      (unsigned short)((1u << Cfg::CLUSTER) - 1));
       }
       pos.advance();
       sm90::st_volatile_shared(progress_word, ++progress);
@@ -258,6 +297,17 @@ __device__ void store_staged(const KernelArgs& a, float (&acc)[Cfg::kMTiles][Cfg
     }
 }
 
+// A consumer warp's release of a stage it has read: one arrival on that stage's empty barrier in
+// every block of the cluster, whose producers all write into it.
+template <class Cfg>
+__device__ __forceinline__ void release(unsigned empty) {
+  if (Cfg::CLUSTER == 1)
+    sm90::mbar_arrive(empty);
+  else
+#pragma unroll
+    for (int r = 0; r < Cfg::CLUSTER; ++r) sm90::mbar_arrive_cluster(empty, r);
+}
+
 // Consumer warpgroup `consumer`: rows [64*kMTiles*consumer, +64*kMTiles) of every tile, or with
 // PINGPONG every other tile of the block whole (it steps the ring over the other's k-tiles).
 // Ping-pong consumers take turns in their main loops: a consumer waits for its turn before its
@@ -271,7 +321,7 @@ __device__ void store_staged(const KernelArgs& a, float (&acc)[Cfg::kMTiles][Cfg
 // empty barrier's phase).
 template <class Cfg, class Op>
 __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
-                        int tiles_m, int tiles_n, int k_tiles, bool vec_ok) {
+                        const Schedule& sched, int k_tiles, bool vec_ok) {
   const int lane = threadIdx.x % 32;
   // Every thread writes the same value: no branch near the wgmmas.
   const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * consumer;
@@ -287,15 +337,14 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
   RingPos<Cfg::STAGES> pos;
   const unsigned my_turn = smem + Cfg::kTurnOffset + 8 * consumer, their_turn = smem + Cfg::kTurnOffset + 8 * (1 - consumer);
   int taken = 0;  // tiles this consumer has run
-  const int tiles = (int)a.batch * tiles_m * tiles_n;
-  for (int t = blockIdx.x, j = 0; t < tiles; t += gridDim.x, ++j) {
+  for (int t = first_tile<Cfg>(), j = 0; t < sched.tiles; t += tile_step<Cfg>(), ++j) {
     if (Cfg::PINGPONG && j % 2 != consumer) {  // the other consumer's tile
       for (int kt = 0; kt < k_tiles; ++kt) pos.advance();
       continue;
     }
     // Consumer 0 starts; each turn it waits for is the other's hand-over after the tile before.
     if (Cfg::PINGPONG && (consumer == 1 || taken > 0)) sm90::mbar_wait(my_turn, (taken - (consumer == 0 ? 1 : 0)) & 1);
-    const Tile tc = tile_at<Cfg>(t, tiles_m, tiles_n);
+    const Tile tc = tile_at<Cfg>(t, sched);
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt)
 #pragma unroll
@@ -314,7 +363,7 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
       sm90::wgmma_wait<1>();
 #pragma unroll
       for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
-      if (kt > 0 && lane == 0) sm90::mbar_arrive(empty_bar + 8 * prev_stage);
+      if (kt > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
       prev_stage = pos.stage;
       pos.advance();
       sm90::st_volatile_shared(progress_word, ++progress);
@@ -326,7 +375,7 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
-    if (k_tiles > 0 && lane == 0) sm90::mbar_arrive(empty_bar + 8 * prev_stage);
+    if (k_tiles > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
     store_staged<Cfg, Op>(a, acc, tc, consumer, first_row, staging, vec_ok);
     sm90::st_volatile_shared(progress_word, ++progress);
   }
@@ -335,12 +384,14 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 
 }  // namespace tma_gemm
 
-// ta and tb: A and B as tma_map.h encodes them (box rows BM and BN).
-template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, class Op>
-__global__ void __launch_bounds__(kGemmTmaThreads, 1)
+// ta and tb: A and B as tma_map.h encodes them (box rows BM and BN / CLUSTER). The grid is a
+// whole number of clusters of CLUSTER blocks along x (a compile-time cluster shape, so a plain
+// launch makes the clusters).
+template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThreads, 1)
     gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG>;
+  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER>;
   using namespace tma_gemm;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // TMA's 128B swizzle and the wgmma descriptors assume every stage starts on 1024 B.
@@ -348,31 +399,35 @@ __global__ void __launch_bounds__(kGemmTmaThreads, 1)
   const unsigned full_bar = smem + Cfg::kBarrierOffset;  // STAGES x 8 B, then the empty ones
   const unsigned empty_bar = full_bar + 8 * STAGES;
   const unsigned progress_words = smem + Cfg::kWatchOffset;
-  const int tiles_m = (int)((a.m + BM - 1) / BM), tiles_n = (int)((a.n + BN - 1) / BN);
+  const Schedule sched = make_schedule<Cfg>(a);
   const int k_tiles = (int)((a.k + 31) / 32);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       sm90::mbar_init(full_bar + 8 * s, 1);                // the producer's arrive_expect_tx
-      sm90::mbar_init(empty_bar + 8 * s, Cfg::kTileConsumers * 4);  // one arrival per consuming warp
+      sm90::mbar_init(empty_bar + 8 * s, Cfg::kTileConsumers * 4 * CLUSTER);  // per consuming warp of the cluster
     }
     for (int c = 0; c < kConsumers; ++c) sm90::mbar_init(smem + Cfg::kTurnOffset + 8 * c, 128);  // a warpgroup's hand-over
     for (int w = 0; w < kWatchWords; ++w) sm90::st_volatile_shared(progress_words + 4 * w, 0);
     sm90::fence_mbar_init();
   }
-  __syncthreads();
+  // In a cluster, no block may signal a peer's barriers before the peer has initialized them.
+  if (CLUSTER == 1)
+    __syncthreads();
+  else
+    sm90::cluster_sync();
   // Read through a shuffle so the compiler knows it is warp-uniform (CUTLASS's
   // canonical_warp_group_idx): a branch it cannot prove uniform serializes the wgmmas (C7518).
   const int warpgroup = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);
   if (warpgroup == kConsumers) {  // the last warpgroup: producer, watchdog, two idle warps
     sm90::setmaxnreg_dec<Cfg::kProducerRegs>();
     const int warp = threadIdx.x % 128 / 32;
-    if (warp == 0) produce<Cfg, Op>(a, &ta, &tb, smem, full_bar, empty_bar, tiles_m, tiles_n, k_tiles);
+    if (warp == 0) produce<Cfg, Op>(a, &ta, &tb, smem, full_bar, empty_bar, sched, k_tiles);
     if (warp == 1 && threadIdx.x % 32 == 0) watch_progress(progress_words);
     return;
   }
   sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
   // float4 epilogue: rows of whole float4s, every full input and output 16-byte aligned.
-  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, tiles_m, tiles_n, k_tiles,
+  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, k_tiles,
                    a.n % 4 == 0 && vector_aligned<Op, 4>(a));
 #else
   __trap();  // needs sm_90a (wgmma, setmaxnreg)

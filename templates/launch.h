@@ -29,13 +29,14 @@ inline LaunchDims gemm_launch(int bm, int bn, int tm, int tn, long long m, long 
                     0u};
 }
 
-// templates/gemm_tma.cuh: one block per output tile, at most one per SM (the caller clamps
-// grid[0] to the SM count, which only the device knows).
-inline LaunchDims gemm_tma_launch(int bm, int bn, int stages, long long m, long long n, long long batch) {
-  long long tiles = batch * ceil_div(m, bm) * ceil_div(n, bn);
-  if (tiles < 1) tiles = 1;
-  if (tiles > 2147483647LL) tiles = 2147483647LL;
-  return LaunchDims{{(unsigned)tiles, 1u, 1u}, {(unsigned)kGemmTmaThreads, 1u, 1u},
+// templates/gemm_tma.cuh: one block per output tile, in clusters of `cluster` blocks on
+// M-neighbouring tiles (a whole number of them), at most one block per SM (the caller clamps
+// grid[0] to the clusters that fit on the device, which only the device knows).
+inline LaunchDims gemm_tma_launch(int bm, int bn, int stages, int cluster, long long m, long long n, long long batch) {
+  long long clusters = batch * ceil_div(m, (long long)bm * cluster) * ceil_div(n, bn);
+  if (clusters < 1) clusters = 1;
+  if (clusters > 2147483647LL / cluster) clusters = 2147483647LL / cluster;
+  return LaunchDims{{(unsigned)(clusters * cluster), 1u, 1u}, {(unsigned)kGemmTmaThreads, 1u, 1u},
                     (unsigned)gemm_tma_smem_bytes(bm, bn, stages)};
 }
 

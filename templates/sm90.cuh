@@ -1,7 +1,8 @@
-// sm_90 PTX as templates/gemm_tma.cuh uses it: mbarriers, TMA tensor loads, register
-// reallocation, named barriers and shared-memory access, and the sm_90a warpgroup MMA (TF32
-// m64nNk8 with A and B read through shared-memory descriptors, the K-major 128-byte-swizzle
-// descriptor, and the fences and waits around it). NVRTC has no <cstdint>: built-in types.
+// sm_90 PTX as templates/gemm_tma.cuh uses it: mbarriers (also a cluster peer's), TMA tensor
+// loads (also multicast to a cluster), the cluster barrier, register reallocation, named
+// barriers and shared-memory access, and the sm_90a warpgroup MMA (TF32 m64nNk8 with A and B
+// read through shared-memory descriptors, the K-major 128-byte-swizzle descriptor, and the
+// fences and waits around it). NVRTC has no <cstdint>: built-in types.
 #pragma once
 
 namespace fusetune {
@@ -61,6 +62,38 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, unsig
       " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(dst),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(k), "r"(row), "r"(batch)
       : "memory");
+}
+// The same load multicast to every CTA of the cluster in `mask` (bit r: rank r): each receives
+// the box at the same shared-memory offset `dst`, and its barrier at offset `bar` the bytes.
+__device__ __forceinline__ void tma_load_3d_multicast(unsigned dst, const void* map, unsigned bar, int k, int row,
+                                                      int batch, unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(k), "r"(row), "r"(batch), "h"(mask)
+      : "memory");
+}
+// One arrival on the barrier at this CTA's offset `bar` in the shared memory of cluster rank
+// `rank` (CUTLASS's ClusterBarrier::arrive(cta_id)).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+// Every thread of every CTA of the cluster: what each wrote to its shared memory before (the
+// barriers' initialization) is visible to the others after.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
 }
 __device__ __forceinline__ void prefetch_tensormap(const void* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");

@@ -48,12 +48,13 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
 }
 
 #ifdef FUSETUNE_TMA_LAUNCH
-// The extension's launch of gemm_tma_kernel<BM, BN, STAGES, ...>: the shared-memory opt-in once,
-// the tensor maps per call (microseconds on the host; the operands may move between calls), and
-// one block per tile up to the device's SM count (persistent blocks).
-template <int BM, int BN, int STAGES, class Kernel>
+// The extension's launch of gemm_tma_kernel<BM, BN, STAGES, ..., CLUSTER, ...>: the shared-memory
+// opt-in once, the tensor maps per call (microseconds on the host; the operands may move between
+// calls), and one block per tile up to the blocks resident at once (persistent blocks: one per
+// SM, in whole clusters of CLUSTER as many as fit, as the measuring worker launches them).
+template <int BM, int BN, int STAGES, int CLUSTER, class Kernel>
 void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream) {
-  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES, args.m, args.n, args.batch);
+  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES, CLUSTER, args.m, args.n, args.batch);
   auto fail = [](const std::string& what) { throw std::runtime_error("fusetune: TMA GEMM: " + what); };
   static TensorMapEncoder encode = [] {
     void* fn = nullptr;
@@ -64,6 +65,7 @@ void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream)
     return reinterpret_cast<TensorMapEncoder>(fn);
   }();
   if (!encode) fail("the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
+  static int resident = 0;  // blocks resident at once
   static const std::string prepared = [&]() -> std::string {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d.shared_bytes);
     if (e != cudaSuccess) return std::string("shared-memory opt-in refused: ") + cudaGetErrorString(e);
@@ -73,16 +75,29 @@ void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream)
     if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return "cannot read the kernel's attributes";
     if (attr.numRegs < 65536 / kGemmTmaThreads / 8 * 8)
       return "the kernel was built with " + std::to_string(attr.numRegs) + " registers per thread, setmaxnreg needs 168";
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return "cannot read the device's SM count";
+    resident = std::max(sms, 1);
+    if (CLUSTER > 1) {
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(d.grid[0]);
+      config.blockDim = dim3(d.block[0]);
+      config.dynamicSmemBytes = d.shared_bytes;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1)
+        clusters = std::max(sms / CLUSTER, 1);
+      resident = clusters * CLUSTER;
+    }
     return "";
   }();
   if (!prepared.empty()) fail(prepared);
   TmaMap ta, tb;
-  if (encode_gemm_operand(encode, &ta, args, 0, BM) != CUDA_SUCCESS || encode_gemm_operand(encode, &tb, args, 1, BN) != CUDA_SUCCESS)
+  // Each block of a cluster loads BN / CLUSTER rows of B and multicasts them.
+  if (encode_gemm_operand(encode, &ta, args, 0, BM) != CUDA_SUCCESS ||
+      encode_gemm_operand(encode, &tb, args, 1, BN / CLUSTER) != CUDA_SUCCESS)
     fail("cannot describe the operands as tensor maps (their addresses must be 16-byte aligned)");
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-    fail("cannot read the device's SM count");
-  const unsigned grid = std::min<unsigned>(d.grid[0], (unsigned)std::max(sms, 1));
+  const unsigned grid = std::min<unsigned>(d.grid[0], (unsigned)resident);
   kernel<<<grid, d.block[0], d.shared_bytes, stream>>>(args, ta, tb);
 }
 #endif

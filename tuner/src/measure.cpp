@@ -68,7 +68,10 @@ class Worker {
   std::unique_ptr<DeviceBuffer> upload(const std::string& value, const std::string& dtype);
   json check_outputs();
   double measure_bandwidth();
-  CUresult launch(CUfunction f, const json& cand, const KernelArgs& args, const std::vector<TmaMap>& maps, CUstream stream);
+  // The grid candidate `cand` runs with (computed once, before it is timed).
+  std::vector<unsigned> grid_of(CUfunction f, const json& cand);
+  CUresult launch(CUfunction f, const json& cand, const std::vector<unsigned>& grid, const KernelArgs& args,
+                  const std::vector<TmaMap>& maps, CUstream stream);
   // The library part of a candidate (cuBLASLt or cuDNN), writing to `out`: returns how to run
   // it, or sets `unavailable` / throws.
   std::function<CUresult(CUstream)> library_run(const json& cand, float* out, json& result, std::string& unavailable);
@@ -294,12 +297,32 @@ double Worker::measure_bandwidth() {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
-CUresult Worker::launch(CUfunction f, const json& cand, const KernelArgs& args, const std::vector<TmaMap>& maps,
-                        CUstream stream) {
+// A persistent kernel loops over its work with no more blocks than are resident at once: one per
+// SM, in whole clusters where it runs in clusters of {"cluster": n} blocks along x (as many as
+// the driver says fit; the SMs of a cluster share a GPC, so some SMs may be left over).
+std::vector<unsigned> Worker::grid_of(CUfunction f, const json& cand) {
   auto g = cand.at("grid").get<std::vector<unsigned>>();
+  if (!cand.value("persistent", false)) return g;
+  const int cluster = cand.value("cluster", 1);
+  int resident = std::max(dev_.sm_count, 1);
+  if (cluster > 1) {
+    const auto b = cand.at("block").get<std::vector<unsigned>>();
+    CUlaunchConfig config{};
+    config.gridDimX = g[0], config.gridDimY = g[1], config.gridDimZ = g[2];
+    config.blockDimX = b[0], config.blockDimY = b[1], config.blockDimZ = b[2];
+    config.sharedMemBytes = cand.at("shared_bytes").get<unsigned>();
+    int clusters = 0;
+    if (Driver::get().cuOccupancyMaxActiveClusters(&clusters, f, &config) != CUDA_SUCCESS || clusters < 1)
+      clusters = std::max(dev_.sm_count / cluster, 1);
+    resident = clusters * cluster;
+  }
+  g[0] = std::min<unsigned>(g[0], (unsigned)resident);
+  return g;
+}
+
+CUresult Worker::launch(CUfunction f, const json& cand, const std::vector<unsigned>& g, const KernelArgs& args,
+                        const std::vector<TmaMap>& maps, CUstream stream) {
   const auto b = cand.at("block").get<std::vector<unsigned>>();
-  // A persistent kernel loops over its work with at most one block per SM.
-  if (cand.value("persistent", false)) g[0] = std::min<unsigned>(g[0], (unsigned)std::max(dev_.sm_count, 1));
   KernelArgs a = args;
   std::vector<void*> params = {&a};  // then the tensor maps, further __grid_constant__ parameters
   for (const TmaMap& map : maps) params.push_back(const_cast<TmaMap*>(&map));  // only read
@@ -419,9 +442,11 @@ void Worker::run_candidate(const json& cand) {
         return finish("out_of_resources", "cuTensorMapEncodeTiled refused operand " + std::to_string(s) + ": " + cu_error_name(e));
   }
   lt_status_ = CUBLAS_STATUS_SUCCESS;
+  const std::vector<unsigned> grid = f ? grid_of(f, cand) : std::vector<unsigned>{};
+  if (f && cand.value("persistent", false)) result["persistent_blocks"] = grid[0];
   auto run = [&](CUstream stream) {
     CUresult r = library ? library(stream) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS && f) r = launch(f, cand, kernel_args, maps, stream);
+    if (r == CUDA_SUCCESS && f) r = launch(f, cand, grid, kernel_args, maps, stream);
     return r;
   };
   auto launch_error = [&](CUresult r) {

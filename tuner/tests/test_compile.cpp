@@ -108,7 +108,7 @@ TEST(Compile, EveryTmaGemmInstance) {
   std::vector<std::string> names;
   compile_space(gr, Compiler(templates(), "sm_90", dir), &names);
   const long tma = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_tma_", 0) == 0; });
-  EXPECT_EQ(tma, 42);  // configs/gemm_tma.json under its constraints
+  EXPECT_EQ(tma, 84);  // configs/gemm_tma.json under its constraints
   // The cache entry of each TMA instance says it was compiled for sm_90a.
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");

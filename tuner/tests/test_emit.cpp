@@ -160,8 +160,9 @@ TEST(Emit, TmaGemmGroupBuildsForSm90a) {
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string g0_cu = read_file(path_join(cap.o.out, "extension/kernels/g0.cu"));
   EXPECT_NE(g0_cu.find("#define FUSETUNE_TMA_LAUNCH\n#include \"gemm_tma.cuh\"\n#include \"tma_map.h\""), std::string::npos) << g0_cu;
-  EXPECT_NE(g0_cu.find("fusetune::launch_gemm_tma<tuned::BM, tuned::BN, tuned::STAGES>(fusetune::gemm_tma_kernel<tuned::BM, "
-                       "tuned::BN, tuned::STAGES, tuned::GROUP_M, tuned::PINGPONG, fusetune_gen::g0_op>, args, stream);"),
+  EXPECT_NE(g0_cu.find("fusetune::launch_gemm_tma<tuned::BM, tuned::BN, tuned::STAGES, tuned::CLUSTER>(fusetune::gemm_tma_kernel<"
+                       "tuned::BM, tuned::BN, tuned::STAGES, tuned::GROUP_M, tuned::PINGPONG, tuned::CLUSTER, fusetune_gen::g0_op>, "
+                       "args, stream);"),
             std::string::npos) << g0_cu;
   write_first_config_best(cap.o, cap.g, cap.plan, kernels);
   ASSERT_NO_THROW(stage_build(cap.o));

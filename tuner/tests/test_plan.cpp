@@ -601,11 +601,23 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   const Config c = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_tma.json")).enumerate().at(0);
   EXPECT_FALSE(tma.allowed(g, c, "fp32"));
   EXPECT_EQ(tma.precision(g, c), "tf32");
-  EXPECT_EQ(tma.launch_extras(g, c), (json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}}));
+  ASSERT_EQ(c.at("CLUSTER"), 1);
+  EXPECT_EQ(tma.launch_extras(g, c), (json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}, {"cluster", 1}}));
   const LaunchDims d = tma.launch(g, c);
   EXPECT_EQ(d.grid[0], 1u);  // one 9 x 5 tile
   EXPECT_EQ(d.block[0], 384u);
   EXPECT_EQ(d.shared_bytes, (unsigned)gemm_tma_smem_bytes((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES")));
+  // A pair of blocks: each loads half of B's tile (and multicasts it), the grid is whole pairs.
+  const std::vector<Config> all = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_tma.json")).enumerate();
+  const auto pair = std::find_if(all.begin(), all.end(), [](const Config& x) { return x.at("CLUSTER") == 2; });
+  ASSERT_NE(pair, all.end());
+  EXPECT_EQ(tma.launch_extras(g, *pair),
+            (json{{"tensor_maps", {pair->at("BM"), pair->at("BN") / 2}}, {"persistent", true}, {"cluster", 2}}));
+  EXPECT_EQ(tma.launch(g, *pair).grid[0], 2u);  // the 9 x 5 tile and an empty partner
+  // 3 batches of 1000 x 300 in 128 x 64 tiles: 4 pairs of M-tiles (the last one's second block
+  // past M) by 5 N-tiles per batch.
+  EXPECT_EQ(gemm_tma_launch(128, 64, 4, 2, 1000, 300, 3).grid[0], 3u * 4 * 5 * 2);
+  EXPECT_EQ(gemm_tma_launch(128, 64, 4, 1, 1000, 300, 3).grid[0], 3u * 8 * 5);
 }
 
 // What the TMA GEMM's tensor maps describe (templates/tma_map.h), read off a fake encoder: A as

@@ -54,22 +54,25 @@ class GemmTma : public Family {
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::gemm_tma_kernel<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("GROUP_M") + ", " +
-           p("PINGPONG") + ", " + g.op_type() + ">";
+           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), g.m, g.n, g.batch);
+    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), (int)c.at("CLUSTER"), g.m, g.n, g.batch);
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
-    return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", args.m, args.n, args.batch)";
+    return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
+           ", args.m, args.n, args.batch)";
   }
+  // Each block of a cluster loads BN / CLUSTER rows of B (and multicasts them).
   json launch_extras(const Group&, const Config& c) const override {
-    return json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}};
+    return json{{"tensor_maps", {c.at("BM"), c.at("BN") / c.at("CLUSTER")}}, {"persistent", true}, {"cluster", c.at("CLUSTER")}};
   }
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
     return "#define FUSETUNE_TMA_LAUNCH\n#include \"" + template_file + "\"\n#include \"tma_map.h\"\n";
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
-    return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ">(" + kernel_instance(g, p) +
+    return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") + ">(" +
+           kernel_instance(g, p) +
            ", args, stream);\n";
   }
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
