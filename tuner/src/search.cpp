@@ -30,9 +30,11 @@ struct Pending {
 // Runs the worker over `pending` until each candidate has a result (or the budget runs out).
 class WorkerSupervisor {
  public:
+  // `final_round`: the entries are the final's repeated runs of finalists, which the progress
+  // display does not count as candidates.
   WorkerSupervisor(SearchContext& ctx, const SearchOptions& opt, const Group& g, Journal& journal, Progress& progress,
-                   std::map<std::string, json>& results)
-      : ctx_(ctx), opt_(opt), g_(g), journal_(journal), progress_(progress), results_(results) {}
+                   std::map<std::string, json>& results, bool final_round = false)
+      : ctx_(ctx), opt_(opt), g_(g), journal_(journal), progress_(progress), results_(results), final_round_(final_round) {}
 
   void run(std::vector<Pending> pending, Clock::time_point start);
 
@@ -46,6 +48,7 @@ class WorkerSupervisor {
   Journal& journal_;
   Progress& progress_;
   std::map<std::string, json>& results_;
+  const bool final_round_;
   double best_ms_ = -1;
 };
 
@@ -58,7 +61,7 @@ void WorkerSupervisor::record(const Pending& p, json result) {
     if (best_ms_ < 0 || ms < best_ms_) best_ms_ = ms;
   }
   results_[p.name] = result;
-  progress_.measured(ok, best_ms_);
+  if (!final_round_) progress_.measured(ok, best_ms_);
   // Not logged: a library rank its heuristic does not offer (best.json still lists it).
   if (!ok && result.value("status", "") != "unavailable")
     progress_.log(g_.id + " " + p.name + ": " + result.value("status", "?") + " " + result.value("error", ""));
@@ -229,6 +232,80 @@ struct Candidate {
 
 }  // namespace
 
+// The final: under a sustained load the GPU's clocks drop in steps (docs/PERF.md, 2026-12-04),
+// so candidates timed seconds apart are not timed on the same GPU, and the ranking of close ones
+// follows the order in which they ran. The finalists (each family's fastest, then the fastest
+// others, all within kFinalMargin of the fastest median; at most kFinalists) are therefore timed
+// again in kFinalRounds rounds, one after another in each round and each round starting with the
+// next of them. A finalist's score is the median over rounds of its time over the round's
+// fastest; the lowest score wins.
+constexpr double kFinalMargin = 1.10;
+constexpr size_t kFinalists = 4;
+constexpr int kFinalRounds = 6;
+
+std::vector<std::string> pick_finalists(const std::vector<json>& candidates) {
+  std::vector<const json*> ok;
+  for (const auto& c : candidates)
+    if (c.value("status", "") == "ok" && !c.contains("early_stop")) ok.push_back(&c);
+  std::stable_sort(ok.begin(), ok.end(),
+                   [](const json* a, const json* b) { return (*a)["time_ms"]["median"] < (*b)["time_ms"]["median"]; });
+  std::vector<std::string> finalists;
+  if (ok.empty()) return finalists;
+  const double limit = kFinalMargin * (*ok[0])["time_ms"]["median"].get<double>();
+  std::vector<std::string> families;
+  for (int pass = 0; pass < 2; ++pass)  // each family's fastest first, then the fastest others
+    for (const json* c : ok) {
+      if (finalists.size() == kFinalists || (*c)["time_ms"]["median"].get<double>() > limit) break;
+      const std::string name = (*c)["name"], family = (*c)["family"];
+      const bool new_family = std::find(families.begin(), families.end(), family) == families.end();
+      if (std::find(finalists.begin(), finalists.end(), name) != finalists.end() || (pass == 0 && !new_family)) continue;
+      finalists.push_back(name);
+      families.push_back(family);
+    }
+  return finalists;
+}
+
+// The final's outcome from its runs ("<name>#<round>" in `runs`): per finalist its round medians
+// and score; "winner" is null where fewer than two finalists passed every round.
+json score_final(const std::vector<std::string>& finalists, const std::map<std::string, json>& runs) {
+  json out = {{"finalists", finalists}, {"rounds", kFinalRounds}, {"round_ms", json::object()}, {"score", json::object()}};
+  std::vector<std::string> passed;
+  for (const auto& f : finalists) {
+    std::vector<double> ms;
+    for (int r = 0; r < kFinalRounds; ++r) {
+      const auto it = runs.find(f + "#" + std::to_string(r));
+      if (it == runs.end() || it->second.value("status", "") != "ok") break;
+      ms.push_back(it->second["time_ms"]["median"].get<double>());
+    }
+    if ((int)ms.size() != kFinalRounds) {
+      out["dropped"][f] = "a round did not pass";
+      continue;
+    }
+    out["round_ms"][f] = ms;
+    passed.push_back(f);
+  }
+  if (passed.size() < 2) {
+    out["winner"] = nullptr;
+    return out;
+  }
+  std::string winner;
+  double best = 0;
+  for (const auto& f : passed) {
+    std::vector<double> rel;
+    for (int r = 0; r < kFinalRounds; ++r) {
+      double fastest = out["round_ms"][f][r];
+      for (const auto& o : passed) fastest = std::min(fastest, out["round_ms"][o][r].get<double>());
+      rel.push_back(out["round_ms"][f][r].get<double>() / fastest);
+    }
+    std::sort(rel.begin(), rel.end());
+    const double score = (rel[(rel.size() - 1) / 2] + rel[rel.size() / 2]) / 2;
+    out["score"][f] = score;
+    if (winner.empty() || score < best) winner = f, best = score;
+  }
+  out["winner"] = winner;
+  return out;
+}
+
 SearchSpace load_space(const SearchContext& ctx, const std::string& family) {
   const std::string path = path_join(ctx.configs_dir, family + ".json");
   if (!file_exists(path)) FT_USER_ERROR("no search space for family " + family + ": " + path + " is missing");
@@ -291,6 +368,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   Journal journal(path_join(ctx.work_dir, "journal.jsonl"));
   std::map<std::string, json> results;
   std::vector<Pending> pending;
+  std::map<std::string, Pending> measurable;  // every candidate that compiled, journaled or not
   for (size_t i = 0; i < configs.size(); ++i) {
     const Family& f = *configs[i].family;
     const std::string name = configs[i].config.name();
@@ -315,6 +393,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
       what += "\n" + library.dump() + "\n" + ctx.cublaslt_path + "\n" + ctx.cudnn_path + "\n" + g.to_json().dump();
     }
     const std::string key = candidate_key(ctx, opt, what);
+    measurable[name] = Pending{name, key, entry};
     if (const json* done = journal.find(key)) {
       results[name] = *done;
       results[name]["from_journal"] = true;
@@ -341,6 +420,32 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
     candidates.push_back(c);
   }
   json best = pick_best(candidates);
+  json final_round;
+  const std::vector<std::string> finalists = pick_finalists(candidates);
+  if (finalists.size() >= 2 && !(opt.budget_seconds > 0 && seconds_since(start) > opt.budget_seconds)) {
+    std::vector<Pending> runs;
+    for (int r = 0; r < kFinalRounds; ++r)
+      for (size_t i = 0; i < finalists.size(); ++i) {
+        Pending p = measurable.at(finalists[(i + r) % finalists.size()]);
+        p.name += "#" + std::to_string(r);
+        p.key = sha256_hex(p.key + "\nfinal round " + std::to_string(r));
+        p.job["name"] = p.name;
+        runs.push_back(p);
+      }
+    std::map<std::string, json> run_results;
+    WorkerSupervisor(ctx, opt, g, journal, progress, run_results, true).run(runs, start);
+    final_round = score_final(finalists, run_results);
+    if (!final_round["winner"].is_null()) {
+      const std::string winner = final_round["winner"];
+      const auto c = std::find_if(candidates.begin(), candidates.end(), [&](const json& x) { return x["name"] == winner; });
+      best = pick_best({*c});
+      best["chosen_by"] = "the final: " + std::to_string(finalists.size()) + " finalists in " +
+                          std::to_string(kFinalRounds) + " rounds (search.final)";
+    }
+    progress.log(g.id + ": final of " + std::to_string(finalists.size()) + " in " + std::to_string(kFinalRounds) +
+                 " rounds: " + (final_round["winner"].is_null() ? std::string("no result, the fastest median kept")
+                                                                 : final_round["winner"].get<std::string>()));
+  }
   if (!best.is_null()) {
     const Family& winner = family_by_name(best["family"]);
     out["kernel_family"] = winner.name();
@@ -349,6 +454,7 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
   }
   out["search"] = {{"space_size", space_size}, {"candidates", configs.size()}, {"wall_s", seconds_since(start)},
                    {"compile_s", compile_s}, {"measure_s", measure_s}, {"families_not_searched", refused}};
+  if (!final_round.is_null()) out["search"]["final"] = final_round;
   out["best"] = best;
   out["candidates"] = candidates;
   progress.finish_group();

@@ -47,6 +47,14 @@ CompileJob candidate_job(const Group& g, const Config& c, const std::string& tem
 std::vector<CompileJob> compile_jobs(const Group& g, const SearchContext& ctx, const std::string& policy);
 SearchSpace load_space(const SearchContext& ctx, const std::string& family);
 
+// The final of a search (search.cpp says why): the names of the candidates (best.json entries)
+// timed again in rounds, and its outcome from their runs, named "<name>#<round>": per finalist
+// the medians of its rounds ("round_ms") and its score, the median over rounds of its time over
+// the round's fastest ("score"); "winner", the lowest score, is null where fewer than two
+// finalists passed every round (those that did not are under "dropped").
+std::vector<std::string> pick_finalists(const std::vector<json>& candidates);
+json score_final(const std::vector<std::string>& finalists, const std::map<std::string, json>& runs);
+
 // Searches one group; returns its best.json entry (with every candidate's outcome).
 json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, Progress& progress, int index,
                   int count);
