@@ -5,7 +5,8 @@
 # alone. Run on the GPU machine (a Firecracker one: ncu reads counters there):
 #   bash tests/gpu/bench/ncu_model.sh OUT_DIR|MODEL.py [...]
 # NCU_DETAILS (default "--print-details all": each section's breakdown tables too; empty for the
-# summary alone).
+# summary alone). NCU_TF32=1: torch.compile (and eager) with TF32 matmuls, as compile_tf32 in
+# profile, instead of PyTorch's defaults.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 for out in "$@"; do
@@ -31,6 +32,8 @@ else:
 compiled = torch.compile(model)
 inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in build_inputs(module, 1)]
 pytorch_default_precision()  # torch.compile as profile times it
+if os.environ.get("NCU_TF32") == "1":
+    torch.backends.cuda.matmul.allow_tf32 = True
 with torch.no_grad():
     for _ in range(3):
         model_new(*inputs), compiled(*inputs)
