@@ -87,7 +87,8 @@ __device__ __forceinline__ Schedule make_schedule(const KernelArgs& a) {
   s.rank = Cfg::CLUSTER == 1 ? 0 : (int)sm90::cluster_ctarank();
   return s;
 }
-// Clusters of the grid, and this block's: the grid is a whole number of clusters along x.
+// A block's first cluster tile is its cluster's index, and each cluster steps by the number of
+// clusters in the grid (a whole number of them along x).
 template <class Cfg>
 __device__ __forceinline__ int first_tile() {
   return (int)blockIdx.x / Cfg::CLUSTER;
