@@ -11,8 +11,10 @@
 # each invocation its own), FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
 # header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
 # FUSETUNE_GPU_FAMILY_MODELS (space-separated subset of tests/gpu/models, without .py),
-# FUSETUNE_GPU_SEARCH_MODELS (shared models for the "searches" stage: the search alone, each
-# group's five fastest candidates in the summary, no extension build, verify or profile),
+# FUSETUNE_GPU_SEARCH_MODELS (shared models for the "searches" stage, or paths ending in .py
+# relative to the repository, e.g. tests/gpu/bench/gemm_epilogue_cost.py: the search alone, each
+# group's five fastest candidates and its final's winner in the summary, no extension build,
+# verify or profile),
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
 # "planted families models"; "searches" is extra), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
 # one fusetune run may take before it is stopped and counted as failed, its log kept; default
@@ -103,8 +105,9 @@ except OSError:
     b = {"groups": []}
 ok = bool(b["groups"]) and all(g.get("best") for g in b["groups"])
 fastest = lambda g: sorted((c for c in g["candidates"] if c["status"] == "ok"), key=lambda c: c["time_ms"]["median"])[:5]
-groups = " | ".join("%s %s (%d cand, %.1f s): %s" % (g["id"], g["family"], len(g["candidates"]), g["search"]["wall_s"],
-    ", ".join("%s %.4g ms" % (c["name"], c["time_ms"]["median"]) for c in fastest(g))) for g in b["groups"])
+final = lambda g: "; final: %s" % g["search"]["final"]["winner"] if "final" in g["search"] else ""
+groups = " | ".join("%s %s (%d cand, %.1f s): %s%s" % (g["id"], g["family"], len(g["candidates"]), g["search"]["wall_s"],
+    ", ".join("%s %.4g ms" % (c["name"], c["time_ms"]["median"]) for c in fastest(g)), final(g)) for g in b["groups"])
 line = "search %-15s %s %s" % (name, "PASS" if ok else "FAIL", groups)
 open(summary, "a").write(line + "\n")
 print(line)
@@ -181,7 +184,10 @@ else
         done ;;
       searches)
         for m in ${FUSETUNE_GPU_SEARCH_MODELS:-}; do
-          search_model "$m" "$MODELS_DIR/$m.py" ${FUSETUNE_GPU_ARGS:-}
+          case $m in
+            *.py) search_model "$(basename "$m" .py)" "$ROOT/$m" ${FUSETUNE_GPU_ARGS:-} ;;
+            *) search_model "$m" "$MODELS_DIR/$m.py" ${FUSETUNE_GPU_ARGS:-} ;;
+          esac
         done ;;
       *) echo "unknown stage $stage"; exit 2 ;;
     esac
