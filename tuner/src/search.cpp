@@ -15,6 +15,7 @@
 #include "error.h"
 #include "families.h"
 #include "journal.h"
+#include "measure.h"
 #include "util.h"
 
 namespace fusetune {
@@ -269,7 +270,7 @@ std::vector<std::string> pick_finalists(const std::vector<json>& candidates) {
 // and score; "winner" is null where fewer than two finalists passed every round.
 json score_final(const std::vector<std::string>& finalists, const std::map<std::string, json>& runs) {
   json out = {{"finalists", finalists}, {"rounds", kFinalRounds}, {"round_ms", json::object()}, {"score", json::object()}};
-  std::vector<std::string> passed;
+  std::map<std::string, std::vector<double>> round_ms;  // of the finalists that passed every round
   for (const auto& f : finalists) {
     std::vector<double> ms;
     for (int r = 0; r < kFinalRounds; ++r) {
@@ -282,23 +283,23 @@ json score_final(const std::vector<std::string>& finalists, const std::map<std::
       continue;
     }
     out["round_ms"][f] = ms;
-    passed.push_back(f);
+    round_ms[f] = ms;
   }
-  if (passed.size() < 2) {
+  if (round_ms.size() < 2) {
     out["winner"] = nullptr;
     return out;
   }
+  std::vector<double> fastest(kFinalRounds, INFINITY);
+  for (const auto& [f, ms] : round_ms)
+    for (int r = 0; r < kFinalRounds; ++r) fastest[r] = std::min(fastest[r], ms[r]);
   std::string winner;
   double best = 0;
-  for (const auto& f : passed) {
+  for (const auto& f : finalists) {  // in finalist order: the first of equal scores wins
+    if (!round_ms.count(f)) continue;
+    const std::vector<double>& ms = round_ms[f];
     std::vector<double> rel;
-    for (int r = 0; r < kFinalRounds; ++r) {
-      double fastest = out["round_ms"][f][r];
-      for (const auto& o : passed) fastest = std::min(fastest, out["round_ms"][o][r].get<double>());
-      rel.push_back(out["round_ms"][f][r].get<double>() / fastest);
-    }
-    std::sort(rel.begin(), rel.end());
-    const double score = (rel[(rel.size() - 1) / 2] + rel[rel.size() / 2]) / 2;
+    for (int r = 0; r < kFinalRounds; ++r) rel.push_back(ms[r] / fastest[r]);
+    const double score = time_stats(rel)["median"];
     out["score"][f] = score;
     if (winner.empty() || score < best) winner = f, best = score;
   }
@@ -393,13 +394,13 @@ json search_group(const Group& g, SearchContext& ctx, const SearchOptions& opt, 
       what += "\n" + library.dump() + "\n" + ctx.cublaslt_path + "\n" + ctx.cudnn_path + "\n" + g.to_json().dump();
     }
     const std::string key = candidate_key(ctx, opt, what);
-    measurable[name] = Pending{name, key, entry};
+    const Pending& p = measurable[name] = Pending{name, key, entry};
     if (const json* done = journal.find(key)) {
       results[name] = *done;
       results[name]["from_journal"] = true;
       continue;
     }
-    pending.push_back(Pending{name, key, entry});
+    pending.push_back(p);
   }
   const auto measure_start = Clock::now();
   WorkerSupervisor(ctx, opt, g, journal, progress, results).run(pending, start);
