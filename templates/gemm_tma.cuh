@@ -71,11 +71,14 @@ struct Tile {
 
 // The static schedule walks cluster tiles: CLUSTER x BM rows by BN columns, block `rank` of the
 // cluster taking BM rows of each (with an odd number of M-tiles the last cluster row's second
-// block gets rows past M: it loads zeros, shares its B slice and stores nothing).
+// block gets rows past M: it loads zeros, shares its B slice and stores nothing). Its units are
+// those tiles, the last round's cut along K where gemm_tma_split says so (gemm_tma_layout.h).
 struct Schedule {
   int tiles_m, tiles_n;  // cluster tiles along M, tiles along N
   int tiles;             // cluster tiles in all (batch-major)
   int rank;              // this block's rank in its cluster
+  int k_tiles;           // k-tiles of 32 of a whole tile
+  GemmTmaSplit split;
 };
 
 template <class Cfg>
@@ -85,16 +88,18 @@ __device__ __forceinline__ Schedule make_schedule(const KernelArgs& a) {
   s.tiles_n = (int)((a.n + Cfg::BN - 1) / Cfg::BN);
   s.tiles = (int)a.batch * s.tiles_m * s.tiles_n;
   s.rank = Cfg::CLUSTER == 1 ? 0 : (int)sm90::cluster_ctarank();
+  s.k_tiles = (int)((a.k + 31) / 32);
+  s.split = gemm_tma_split(s.tiles, (int)gridDim.x / Cfg::CLUSTER, s.k_tiles);
   return s;
 }
-// A block's first cluster tile is its cluster's index, and each cluster steps by the number of
-// clusters in the grid (a whole number of them along x).
+// A block's first unit is its cluster's index, and each cluster steps by the number of clusters
+// in the grid (a whole number of them along x).
 template <class Cfg>
-__device__ __forceinline__ int first_tile() {
+__device__ __forceinline__ int first_unit() {
   return (int)blockIdx.x / Cfg::CLUSTER;
 }
 template <class Cfg>
-__device__ __forceinline__ int tile_step() {
+__device__ __forceinline__ int unit_step() {
   return (int)gridDim.x / Cfg::CLUSTER;
 }
 
@@ -110,6 +115,17 @@ __device__ __forceinline__ Tile tile_at(int t, const Schedule& s) {
   const int rows = min(s.tiles_m - first_m, Cfg::GROUP_M);
   const int local = pid % per_group;
   return {b, ((first_m + local % rows) * Cfg::CLUSTER + s.rank) * Cfg::BM, local / rows * Cfg::BN};
+}
+
+// Unit u of the schedule: its cluster tile, its k-tiles [k0, k1) and, in a split tail, its part
+// and the tail tile's index (part 0 owns the tile; tail -1: a whole tile).
+struct Unit {
+  int tile, k0, k1, part, tail;
+};
+__device__ __forceinline__ Unit unit_at(int u, const Schedule& s) {
+  if (u < s.split.full) return {u, 0, s.k_tiles, 0, -1};
+  const int v = u - (int)s.split.full, i = v % s.split.tail, part = v / s.split.tail;
+  return {(int)s.split.full + i, part * s.k_tiles / s.split.ways, (part + 1) * s.k_tiles / s.split.ways, part, i};
 }
 
 // Slot of the ring and the parity of its current use. A stage's full and empty barriers each
@@ -153,7 +169,7 @@ __device__ __forceinline__ void watch_progress(unsigned words) {
   }
 }
 
-// Producer warp: for every k-tile of every tile of this block, wait until the consumers released
+// Producer warp: for every k-tile of every unit of this block, wait until the consumers released
 // the stage, then (lane 0) announce the bytes and issue the A and B boxes (in a cluster, its
 // slice of B to every block of it; the empty barrier then counts the consumers of all of them,
 // so no block's slice lands in a stage that another still reads). Runs up to STAGES
@@ -162,7 +178,7 @@ __device__ __forceinline__ void watch_progress(unsigned words) {
 // residual) into L2, which the consumers read right after the product.
 template <class Cfg, class Op>
 __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb, unsigned smem, unsigned full_bar,
-                        unsigned empty_bar, const Schedule& sched, int k_tiles) {
+                        unsigned empty_bar, const Schedule& sched) {
   const int lane = threadIdx.x % 32;
   const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * kConsumers;
   unsigned progress = 0;
@@ -172,9 +188,10 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
   }
   const bool a_batched = a.stride[0][0] != 0, b_batched = a.stride[1][0] != 0;  // else encoded as batch 1
   RingPos<Cfg::STAGES> pos;
-  for (int t = first_tile<Cfg>(); t < sched.tiles; t += tile_step<Cfg>()) {
-    const Tile tc = tile_at<Cfg>(t, sched);
-    for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int u = first_unit<Cfg>(); u < sched.split.units(); u += unit_step<Cfg>()) {
+    const Unit unit = unit_at(u, sched);
+    const Tile tc = tile_at<Cfg>(unit.tile, sched);
+    for (int kt = unit.k0; kt < unit.k1; ++kt) {
       sm90::mbar_wait(empty_bar + 8 * pos.stage, pos.phase ^ 1);
       if (lane == 0) {
         const unsigned full = full_bar + 8 * pos.stage;
@@ -191,7 +208,7 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
       pos.advance();
       sm90::st_volatile_shared(progress_word, ++progress);
     }
-    if (Op::kFull > 0) {  // one prefetch per 128-byte line of the tile's rows
+    if (Op::kFull > 0 && unit.part == 0) {  // one prefetch per 128-byte line of the tile's rows
       const int rows = min((long long)Cfg::BM, a.m - tc.m0), cols = min((long long)Cfg::BN, a.n - tc.n0);
       const int lines = (cols + 31) / 32;
       const long long first = ((long long)tc.b * a.m + tc.m0) * a.n + tc.n0;
@@ -217,19 +234,30 @@ __device__ __forceinline__ unsigned staged_offset(int r, int chunk) {
   return r * 128 + ((chunk ^ ((r & 3) << 1)) << 4);
 }
 
-// The epilogue of 4 consecutive outputs at linear index idx (column col): x[0] the product,
-// the full inputs at the same index, Op::apply, the outputs stored; float4 loads and stores
-// where the launch allows them and all 4 columns are inside N, else element by element.
+// The full inputs (a residual) of 4 consecutive outputs at linear index idx (column col), loaded
+// ahead of finish4 where it takes them as float4 (the launch allows it and all 4 columns are
+// inside N); finish4 reads them itself element by element elsewhere.
 template <class Op>
-__device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4], long long idx, long long col,
-                                        bool vec_ok) {
-  if (vec_ok && col + 4 <= a.n) {
-    float in[Op::kFull + 1][4];
+struct Full4 {
+  float v[Op::kFull > 0 ? Op::kFull : 1][4];
+};
+template <class Op>
+__device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, long long col, bool vec_ok, Full4<Op>& in) {
+  if (!vec_ok || col + 4 > a.n) return;
 #pragma unroll
-    for (int s = 0; s < Op::kFull; ++s) {
-      const float4 t = __ldg(reinterpret_cast<const float4*>(a.ptr[Op::kFullSlot + s] + idx));
-      in[s][0] = t.x, in[s][1] = t.y, in[s][2] = t.z, in[s][3] = t.w;
-    }
+  for (int s = 0; s < Op::kFull; ++s) {
+    const float4 t = __ldg(reinterpret_cast<const float4*>(a.ptr[Op::kFullSlot + s] + idx));
+    in.v[s][0] = t.x, in.v[s][1] = t.y, in.v[s][2] = t.z, in.v[s][3] = t.w;
+  }
+}
+
+// The epilogue of those 4 outputs: x[0] the product, the full inputs at the same index,
+// Op::apply, the outputs stored; float4 stores where load_full4 loads float4, else element by
+// element.
+template <class Op>
+__device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4], const Full4<Op>& in, long long idx,
+                                        long long col, bool vec_ok) {
+  if (vec_ok && col + 4 <= a.n) {
     float out[out_count<Op>()][4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -237,7 +265,7 @@ __device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4]
       float y[out_count<Op>()];
       x[0] = v[j];
 #pragma unroll
-      for (int s = 0; s < Op::kFull; ++s) x[1 + s] = in[s][j];
+      for (int s = 0; s < Op::kFull; ++s) x[1 + s] = in.v[s][j];
       Op::template apply<0>(a, idx + j, x, y);  // the epilogue keeps accurate libm arithmetic
 #pragma unroll
       for (int o = 0; o < Op::kOut; ++o) out[o][j] = y[o];
@@ -267,35 +295,47 @@ __device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4]
 // two buffers, a warpgroup barrier, then each warp reads whole 128-byte rows and finishes them
 // with float4. Two buffers alternate, so one barrier per chunk suffices: a buffer is written
 // again only after the barrier of the next chunk, which every thread reaches after its reads.
+// The full inputs of a chunk are loaded while the chunk before it is finished (their L2 latency
+// stood in every chunk otherwise: 5-8% of the time of the tile with a residual).
 template <class Cfg, class Op>
 __device__ void store_staged(const KernelArgs& a, float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], Tile tc, int consumer,
                              int first_row, unsigned staging, bool vec_ok) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  constexpr int kChunks = Cfg::kMTiles * (Cfg::BN / 32);
+  // Thread t finishes rows i * 16 + t / 8 (i < 4), columns 4 * (t % 8) .. + 3 of each chunk.
+  auto row_of = [&](int c, int i) -> long long { return tc.m0 + first_row + c / (Cfg::BN / 32) * 64 + (i * 128 + t) / 8; };
+  auto col_of = [&](int c) -> long long { return tc.n0 + 32 * (c % (Cfg::BN / 32)) + 4 * (t % 8); };
+  auto idx_of = [&](long long row, long long col) { return ((long long)tc.b * a.m + row) * a.n + col; };
+  Full4<Op> in[2][4];
+  auto load_chunk = [&](int c, Full4<Op>(&dst)[4]) {
 #pragma unroll
-  for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+    for (int i = 0; i < 4; ++i)
+      if (row_of(c, i) < a.m) load_full4<Op>(a, idx_of(row_of(c, i), col_of(c)), col_of(c), vec_ok, dst[i]);
+  };
+  if (Op::kFull > 0) load_chunk(0, in[0]);
 #pragma unroll
-    for (int q = 0; q < Cfg::BN / 32; ++q) {
-      const unsigned buf = staging + (mt * (Cfg::BN / 32) + q) % 2 * kChunkBytes;
+  for (int c = 0; c < kChunks; ++c) {
+    if (Op::kFull > 0 && c + 1 < kChunks) load_chunk(c + 1, in[(c + 1) % 2]);
+    const int mt = c / (Cfg::BN / 32), q = c % (Cfg::BN / 32);
+    const unsigned buf = staging + c % 2 * kChunkBytes;
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj)
+    for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * h;
-          sm90::st_shared_v2(buf + staged_offset(r, 2 * jj + lane % 4 / 2) + lane % 2 * 8, acc[mt][4 * j + 2 * h],
-                             acc[mt][4 * j + 2 * h + 1]);
-        }
-      sm90::named_barrier_sync(1 + consumer, 128);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = (i * 128 + t) / 8, chunk = t % 8;
-        const long long row = tc.m0 + (first_row + mt * 64) + r;
-        if (row >= a.m) continue;
-        const float4 s = sm90::ld_shared_v4(buf + staged_offset(r, chunk));
-        const float v[4] = {s.x, s.y, s.z, s.w};
-        const long long col = tc.n0 + 32 * q + 4 * chunk;
-        finish4<Op>(a, v, ((long long)tc.b * a.m + row) * a.n + col, col, vec_ok);
+      for (int h = 0; h < 2; ++h) {
+        const int j = 4 * q + jj, r = warp * 16 + lane / 4 + 8 * h;
+        sm90::st_shared_v2(buf + staged_offset(r, 2 * jj + lane % 4 / 2) + lane % 2 * 8, acc[mt][4 * j + 2 * h],
+                           acc[mt][4 * j + 2 * h + 1]);
       }
+    sm90::named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const long long row = row_of(c, i);
+      if (row >= a.m) continue;
+      const float4 s = sm90::ld_shared_v4(buf + staged_offset((i * 128 + t) / 8, t % 8));
+      const float v[4] = {s.x, s.y, s.z, s.w};
+      finish4<Op>(a, v, in[c % 2][i], idx_of(row, col_of(c)), col_of(c), vec_ok);
     }
+  }
 }
 
 // A consumer warp's release of a stage it has read: one arrival on that stage's empty barrier in
@@ -307,6 +347,62 @@ __device__ __forceinline__ void release(unsigned empty) {
   else
 #pragma unroll
     for (int r = 0; r < Cfg::CLUSTER; ++r) sm90::mbar_arrive_cluster(empty, r);
+}
+
+// The split tail's workspace (gemm_tma_layout.h): the counter of a tail tile's part of this
+// consumer (its rows of this block's tile), and the partial sums of part `part` >= 1 of them,
+// stored as the accumulators lie in registers (float4 r4 of m64 tile mt of thread t at
+// (mt * kAccRegs / 4 + r4) * 128 + t, so each warp's stores are whole 512-byte runs).
+template <class Cfg>
+__device__ __forceinline__ unsigned* split_counter(unsigned* ws, const Schedule& s, const Unit& u, int consumer) {
+  return ws + (u.tail * Cfg::CLUSTER + s.rank) * 2 + (Cfg::PINGPONG ? 0 : consumer);
+}
+template <class Cfg>
+__device__ __forceinline__ float4* split_partial(unsigned* ws, const Schedule& s, const Unit& u, int part, int consumer) {
+  float* sums = reinterpret_cast<float*>(ws + gemm_tma_split_counters(s.split, Cfg::CLUSTER));
+  const long long slot = ((long long)u.tail * (s.split.ways - 1) + (part - 1)) * Cfg::CLUSTER + s.rank;
+  return reinterpret_cast<float4*>(sums + slot * Cfg::BM * Cfg::BN +
+                                   (Cfg::PINGPONG ? 0 : consumer) * (Cfg::BM * Cfg::BN / kConsumers));
+}
+
+// Part >= 1 of a split tile: store the partial sums, then (after every thread's fence) count them
+// in. Part 0 waits for the others' counts, adds their sums and sets the counter back to 0 for
+// the next launch. The parts of a tile run at once, in different clusters (one tail unit per
+// cluster at most), and none of them waits for the owner, so the wait cannot deadlock.
+template <class Cfg>
+__device__ __forceinline__ void leave_partial(float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], unsigned* ws,
+                                              const Schedule& s, const Unit& u, int consumer) {
+  const int t = threadIdx.x % 128;
+  float4* dst = split_partial<Cfg>(ws, s, u, u.part, consumer);
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+    for (int r4 = 0; r4 < Cfg::kAccRegs / 4; ++r4)
+      dst[(mt * (Cfg::kAccRegs / 4) + r4) * 128 + t] =
+          make_float4(acc[mt][4 * r4], acc[mt][4 * r4 + 1], acc[mt][4 * r4 + 2], acc[mt][4 * r4 + 3]);
+  __threadfence();
+  sm90::named_barrier_sync(1 + consumer, 128);
+  if (t == 0) atomicAdd(split_counter<Cfg>(ws, s, u, consumer), 1u);
+}
+template <class Cfg>
+__device__ __forceinline__ void gather_partials(float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], unsigned* ws,
+                                                const Schedule& s, const Unit& u, int consumer) {
+  const int t = threadIdx.x % 128;
+  unsigned* counter = split_counter<Cfg>(ws, s, u, consumer);
+  if (t == 0)
+    while (sm90::ld_acquire_gpu(counter) < (unsigned)(s.split.ways - 1)) __nanosleep(64);
+  sm90::named_barrier_sync(1 + consumer, 128);
+  for (int part = 1; part < s.split.ways; ++part) {
+    const float4* src = split_partial<Cfg>(ws, s, u, part, consumer);
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMTiles; ++mt)
+#pragma unroll
+      for (int r4 = 0; r4 < Cfg::kAccRegs / 4; ++r4) {
+        const float4 p = __ldcg(src + (mt * (Cfg::kAccRegs / 4) + r4) * 128 + t);
+        acc[mt][4 * r4] += p.x, acc[mt][4 * r4 + 1] += p.y, acc[mt][4 * r4 + 2] += p.z, acc[mt][4 * r4 + 3] += p.w;
+      }
+  }
+  if (t == 0) *counter = 0;
 }
 
 // Consumer warpgroup `consumer`: rows [64*kMTiles*consumer, +64*kMTiles) of every tile, or with
@@ -322,7 +418,7 @@ __device__ __forceinline__ void release(unsigned empty) {
 // empty barrier's phase).
 template <class Cfg, class Op>
 __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
-                        const Schedule& sched, int k_tiles, bool vec_ok) {
+                        const Schedule& sched, unsigned* split_ws, bool vec_ok) {
   const int lane = threadIdx.x % 32;
   // Every thread writes the same value: no branch near the wgmmas.
   const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * consumer;
@@ -338,14 +434,16 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
   RingPos<Cfg::STAGES> pos;
   const unsigned my_turn = smem + Cfg::kTurnOffset + 8 * consumer, their_turn = smem + Cfg::kTurnOffset + 8 * (1 - consumer);
   int taken = 0;  // tiles this consumer has run
-  for (int t = first_tile<Cfg>(), j = 0; t < sched.tiles; t += tile_step<Cfg>(), ++j) {
-    if (Cfg::PINGPONG && j % 2 != consumer) {  // the other consumer's tile
+  for (int u = first_unit<Cfg>(), j = 0; u < sched.split.units(); u += unit_step<Cfg>(), ++j) {
+    const Unit unit = unit_at(u, sched);
+    const int k_tiles = unit.k1 - unit.k0;
+    if (Cfg::PINGPONG && j % 2 != consumer) {  // the other consumer's unit
       for (int kt = 0; kt < k_tiles; ++kt) pos.advance();
       continue;
     }
     // Consumer 0 starts; each turn it waits for is the other's hand-over after the tile before.
     if (Cfg::PINGPONG && (consumer == 1 || taken > 0)) sm90::mbar_wait(my_turn, (taken - (consumer == 0 ? 1 : 0)) & 1);
-    const Tile tc = tile_at<Cfg>(t, sched);
+    const Tile tc = tile_at<Cfg>(unit.tile, sched);
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt)
 #pragma unroll
@@ -377,6 +475,12 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
     if (k_tiles > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
+    if (unit.part > 0) {
+      leave_partial<Cfg>(acc, split_ws, sched, unit, consumer);
+      sm90::st_volatile_shared(progress_word, ++progress);
+      continue;
+    }
+    if (unit.tail >= 0) gather_partials<Cfg>(acc, split_ws, sched, unit, consumer);
     store_staged<Cfg, Op>(a, acc, tc, consumer, first_row, staging, vec_ok);
     sm90::st_volatile_shared(progress_word, ++progress);
   }
@@ -387,10 +491,12 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 
 // ta and tb: A and B as tma_map.h encodes them (box rows BM and BN / CLUSTER). The grid is a
 // whole number of clusters of CLUSTER blocks along x (a compile-time cluster shape, so a plain
-// launch makes the clusters).
+// launch makes the clusters), gemm_tma_grid's; split_ws: the workspace of the split tail it
+// implies (gemm_tma_split_bytes, zeroed when allocated; unused where nothing is split).
 template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThreads, 1)
-    gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb) {
+    gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb,
+                    unsigned* const split_ws) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER>;
   using namespace tma_gemm;
@@ -401,7 +507,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
   const unsigned empty_bar = full_bar + 8 * STAGES;
   const unsigned progress_words = smem + Cfg::kWatchOffset;
   const Schedule sched = make_schedule<Cfg>(a);
-  const int k_tiles = (int)((a.k + 31) / 32);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       sm90::mbar_init(full_bar + 8 * s, 1);                // the producer's arrive_expect_tx
@@ -422,14 +527,13 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
   if (warpgroup == kConsumers) {  // the last warpgroup: producer, watchdog, two idle warps
     sm90::setmaxnreg_dec<Cfg::kProducerRegs>();
     const int warp = threadIdx.x % 128 / 32;
-    if (warp == 0) produce<Cfg, Op>(a, &ta, &tb, smem, full_bar, empty_bar, sched, k_tiles);
+    if (warp == 0) produce<Cfg, Op>(a, &ta, &tb, smem, full_bar, empty_bar, sched);
     if (warp == 1 && threadIdx.x % 32 == 0) watch_progress(progress_words);
     return;
   }
   sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
   // float4 epilogue: rows of whole float4s, every full input and output 16-byte aligned.
-  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, k_tiles,
-                   a.n % 4 == 0 && vector_aligned<Op, 4>(a));
+  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, split_ws, a.n % 4 == 0 && vector_aligned<Op, 4>(a));
 #else
   __trap();  // needs sm_90a (wgmma, setmaxnreg)
 #endif

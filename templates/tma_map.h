@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <string>
 #endif
@@ -50,8 +51,11 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
 #ifdef FUSETUNE_TMA_LAUNCH
 // The extension's launch of gemm_tma_kernel<BM, BN, STAGES, ..., CLUSTER, ...>: the shared-memory
 // opt-in once, the tensor maps per call (microseconds on the host; the operands may move between
-// calls), and one block per tile up to the blocks resident at once (persistent blocks: one per
-// SM, in whole clusters of CLUSTER as many as fit, as the measuring worker launches them).
+// calls), and gemm_tma_grid's blocks for the blocks resident at once (persistent blocks: one per
+// SM, in whole clusters of CLUSTER as many as fit, as the measuring worker launches them). The
+// workspace of a split tail is allocated once per device (zeroed; the kernel leaves it zeroed)
+// and grows when a larger one is needed; launches of one kernel on concurrent streams would share
+// it, as they share the reduce kernels' workspaces.
 template <int BM, int BN, int STAGES, int CLUSTER, class Kernel>
 void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream) {
   const LaunchDims d = gemm_tma_launch(BM, BN, STAGES, CLUSTER, args.m, args.n, args.batch);
@@ -97,8 +101,24 @@ void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream)
   if (encode_gemm_operand(encode, &ta, args, 0, BM) != CUDA_SUCCESS ||
       encode_gemm_operand(encode, &tb, args, 1, BN / CLUSTER) != CUDA_SUCCESS)
     fail("cannot describe the operands as tensor maps (their addresses must be 16-byte aligned)");
-  const unsigned grid = std::min<unsigned>(d.grid[0], (unsigned)resident);
-  kernel<<<grid, d.block[0], d.shared_bytes, stream>>>(args, ta, tb);
+  const GemmTmaGrid grid = gemm_tma_grid(BM, BN, CLUSTER, args.m, args.n, args.k, args.batch, resident);
+  unsigned* split_ws = nullptr;
+  if (grid.workspace_bytes > 0) {
+    static std::map<int, std::pair<void*, long long>> workspaces;  // device -> (memory, bytes)
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) fail("cannot read the current device");
+    auto& ws = workspaces[device];
+    if (ws.second < grid.workspace_bytes) {
+      if (ws.first && cudaFree(ws.first) != cudaSuccess) fail("cannot free the split workspace");
+      ws = {nullptr, 0};
+      if (cudaMalloc(&ws.first, (size_t)grid.workspace_bytes) != cudaSuccess ||
+          cudaMemset(ws.first, 0, (size_t)grid.workspace_bytes) != cudaSuccess)
+        fail("cannot allocate the split workspace (" + std::to_string(grid.workspace_bytes) + " bytes)");
+      ws.second = grid.workspace_bytes;
+    }
+    split_ws = static_cast<unsigned*>(ws.first);
+  }
+  kernel<<<grid.blocks, d.block[0], d.shared_bytes, stream>>>(args, ta, tb, split_ws);
 }
 #endif
 

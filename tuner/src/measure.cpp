@@ -68,10 +68,12 @@ class Worker {
   std::unique_ptr<DeviceBuffer> upload(const std::string& value, const std::string& dtype);
   json check_outputs();
   double measure_bandwidth();
-  // The grid candidate `cand` runs with (computed once, before it is timed).
-  std::vector<unsigned> grid_of(CUfunction f, const json& cand);
+  // The grid candidate `cand` runs with (computed once, before it is timed), and the bytes of the
+  // workspace its split tail needs ({"split_tail": ...}, templates/launch.h).
+  std::vector<unsigned> grid_of(CUfunction f, const json& cand, const KernelArgs& args, long long& split_bytes);
+  // `split_ws`: the last parameter of a kernel with {"split_tail": ...}.
   CUresult launch(CUfunction f, const json& cand, const std::vector<unsigned>& grid, const KernelArgs& args,
-                  const std::vector<TmaMap>& maps, CUstream stream);
+                  const std::vector<TmaMap>& maps, CUdeviceptr split_ws, CUstream stream);
   // The library part of a candidate (cuBLASLt or cuDNN), writing to `out`: returns how to run
   // it, or sets `unavailable` / throws.
   std::function<CUresult(CUstream)> library_run(const json& cand, float* out, json& result, std::string& unavailable);
@@ -299,8 +301,10 @@ double Worker::measure_bandwidth() {
 
 // A persistent kernel loops over its work with no more blocks than are resident at once: one per
 // SM, in whole clusters where it runs in clusters of {"cluster": n} blocks along x (as many as
-// the driver says fit; the SMs of a cluster share a GPC, so some SMs may be left over).
-std::vector<unsigned> Worker::grid_of(CUfunction f, const json& cand) {
+// the driver says fit; the SMs of a cluster share a GPC, so some SMs may be left over). The TMA
+// GEMM's ({"split_tail": {"bm", "bn"}}) is gemm_tma_grid's, as in the extension.
+std::vector<unsigned> Worker::grid_of(CUfunction f, const json& cand, const KernelArgs& args, long long& split_bytes) {
+  split_bytes = 0;
   auto g = cand.at("grid").get<std::vector<unsigned>>();
   if (!cand.value("persistent", false)) return g;
   const int cluster = cand.value("cluster", 1);
@@ -316,16 +320,25 @@ std::vector<unsigned> Worker::grid_of(CUfunction f, const json& cand) {
       clusters = std::max(dev_.sm_count / cluster, 1);
     resident = clusters * cluster;
   }
+  if (cand.contains("split_tail")) {
+    const json& t = cand.at("split_tail");
+    const GemmTmaGrid grid =
+        gemm_tma_grid(t.at("bm").get<int>(), t.at("bn").get<int>(), cluster, args.m, args.n, args.k, args.batch, resident);
+    g[0] = grid.blocks;
+    split_bytes = grid.workspace_bytes;
+    return g;
+  }
   g[0] = std::min<unsigned>(g[0], (unsigned)resident);
   return g;
 }
 
 CUresult Worker::launch(CUfunction f, const json& cand, const std::vector<unsigned>& g, const KernelArgs& args,
-                        const std::vector<TmaMap>& maps, CUstream stream) {
+                        const std::vector<TmaMap>& maps, CUdeviceptr split_ws, CUstream stream) {
   const auto b = cand.at("block").get<std::vector<unsigned>>();
   KernelArgs a = args;
   std::vector<void*> params = {&a};  // then the tensor maps, further __grid_constant__ parameters
   for (const TmaMap& map : maps) params.push_back(const_cast<TmaMap*>(&map));  // only read
+  if (cand.contains("split_tail")) params.push_back(&split_ws);
   return Driver::get().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], cand.at("shared_bytes").get<unsigned>(),
                                       stream, params.data(), nullptr);
 }
@@ -442,11 +455,18 @@ void Worker::run_candidate(const json& cand) {
         return finish("out_of_resources", "cuTensorMapEncodeTiled refused operand " + std::to_string(s) + ": " + cu_error_name(e));
   }
   lt_status_ = CUBLAS_STATUS_SUCCESS;
-  const std::vector<unsigned> grid = f ? grid_of(f, cand) : std::vector<unsigned>{};
+  long long split_bytes = 0;
+  const std::vector<unsigned> grid = f ? grid_of(f, cand, kernel_args, split_bytes) : std::vector<unsigned>{};
   if (f && cand.value("persistent", false)) result["persistent_blocks"] = grid[0];
+  std::unique_ptr<DeviceBuffer> split_ws;  // zeroed, as the extension's is when it is allocated
+  if (split_bytes > 0) {
+    split_ws = std::make_unique<DeviceBuffer>((size_t)split_bytes);
+    CU_CHECK(cuMemsetD8_v2(split_ws->ptr, 0, (size_t)split_bytes));
+    result["split_workspace_bytes"] = split_bytes;
+  }
   auto run = [&](CUstream stream) {
     CUresult r = library ? library(stream) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS && f) r = launch(f, cand, grid, kernel_args, maps, stream);
+    if (r == CUDA_SUCCESS && f) r = launch(f, cand, grid, kernel_args, maps, split_ws ? split_ws->ptr : 0, stream);
     return r;
   };
   auto launch_error = [&](CUresult r) {

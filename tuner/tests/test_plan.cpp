@@ -602,7 +602,9 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_FALSE(tma.allowed(g, c, "fp32"));
   EXPECT_EQ(tma.precision(g, c), "tf32");
   ASSERT_EQ(c.at("CLUSTER"), 1);
-  EXPECT_EQ(tma.launch_extras(g, c), (json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}, {"cluster", 1}}));
+  const json split_tail = {{"bm", c.at("BM")}, {"bn", c.at("BN")}};
+  EXPECT_EQ(tma.launch_extras(g, c), (json{{"tensor_maps", {c.at("BM"), c.at("BN")}}, {"persistent", true}, {"cluster", 1},
+                                           {"split_tail", split_tail}}));
   const LaunchDims d = tma.launch(g, c);
   EXPECT_EQ(d.grid[0], 1u);  // one 9 x 5 tile
   EXPECT_EQ(d.block[0], 384u);
@@ -611,13 +613,53 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   const std::vector<Config> all = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_tma.json")).enumerate();
   const auto pair = std::find_if(all.begin(), all.end(), [](const Config& x) { return x.at("CLUSTER") == 2; });
   ASSERT_NE(pair, all.end());
-  EXPECT_EQ(tma.launch_extras(g, *pair),
-            (json{{"tensor_maps", {pair->at("BM"), pair->at("BN") / 2}}, {"persistent", true}, {"cluster", 2}}));
+  EXPECT_EQ(tma.launch_extras(g, *pair), (json{{"tensor_maps", {pair->at("BM"), pair->at("BN") / 2}},
+                                               {"persistent", true},
+                                               {"cluster", 2},
+                                               {"split_tail", {{"bm", pair->at("BM")}, {"bn", pair->at("BN")}}}}));
   EXPECT_EQ(tma.launch(g, *pair).grid[0], 2u);  // the 9 x 5 tile and an empty partner
   // 3 batches of 1000 x 300 in 128 x 64 tiles: 4 pairs of M-tiles (the last one's second block
   // past M) by 5 N-tiles per batch.
   EXPECT_EQ(gemm_tma_launch(128, 64, 4, 2, 1000, 300, 3).grid[0], 3u * 4 * 5 * 2);
   EXPECT_EQ(gemm_tma_launch(128, 64, 4, 1, 1000, 300, 3).grid[0], 3u * 8 * 5);
+}
+
+// The split tail (templates/gemm_tma_layout.h): a last round at most half full is cut along K,
+// into as many parts as the idle clusters allow (at most 4, each part 16 k-tiles or more).
+TEST(Plan, TmaGemmSplitTail) {
+  // gemm_relu_residual (6144 x 3072 x 3072) in 128 x 256 tiles, pairs, 66 clusters: 288 cluster
+  // tiles are 4 rounds and 24 left over, cut in two.
+  GemmTmaSplit s = gemm_tma_split(288, 66, 96);
+  EXPECT_EQ(s.full, 264);
+  EXPECT_EQ(s.tail, 24);
+  EXPECT_EQ(s.ways, 2);
+  EXPECT_EQ(s.units(), 312);
+  EXPECT_EQ(gemm_tma_split_bytes(s, 128, 256, 2), 4LL * (24 * 2 * 2 + 24 * 1 * 2 * 128 * 256));
+  // A round more than half full, a whole number of rounds, too few k-tiles: nothing is cut.
+  EXPECT_EQ(gemm_tma_split(100, 66, 96).ways, 1);
+  EXPECT_EQ(gemm_tma_split(132, 66, 96).ways, 1);
+  EXPECT_EQ(gemm_tma_split(24, 66, 31).ways, 1);
+  EXPECT_EQ(gemm_tma_split(24, 66, 32).ways, 2);
+  EXPECT_EQ(gemm_tma_split(100, 66, 96).units(), 100);
+  EXPECT_EQ(gemm_tma_split_bytes(gemm_tma_split(100, 66, 96), 128, 256, 2), 0);
+  // Fewer tiles than clusters: 10 tiles in 4 parts each (6 clusters would idle with 6 parts).
+  s = gemm_tma_split(10, 66, 1000);
+  EXPECT_EQ(s.full, 0);
+  EXPECT_EQ(s.ways, 4);
+  // The host's grid is one block per unit up to the resident ones; the kernel derives its split
+  // from that grid, which must give the same split for every shape.
+  for (long long tiles : {1, 5, 10, 24, 33, 34, 65, 66, 67, 100, 132, 288, 1000})
+    for (int clusters : {1, 2, 60, 66, 132})
+      for (long long k_tiles : {0, 1, 16, 32, 48, 64, 96, 1000}) {
+        const GemmTmaGrid grid = gemm_tma_grid(64, 64, 1, tiles * 64, 64, k_tiles * 32, 1, clusters);
+        const GemmTmaSplit host = gemm_tma_split(tiles, clusters, k_tiles);
+        const GemmTmaSplit kernel = gemm_tma_split(tiles, (int)grid.blocks, k_tiles);
+        EXPECT_EQ(kernel.ways, host.ways) << tiles << " " << clusters << " " << k_tiles;
+        EXPECT_EQ(kernel.units(), tiles + (long long)host.tail * (host.ways - 1));
+        EXPECT_LE((long long)grid.blocks, clusters);
+        EXPECT_EQ(grid.blocks, (unsigned)std::min<long long>(kernel.units(), clusters));
+        EXPECT_EQ(grid.workspace_bytes, gemm_tma_split_bytes(kernel, 64, 64, 1));
+      }
 }
 
 // What the TMA GEMM's tensor maps describe (templates/tma_map.h), read off a fake encoder: A as

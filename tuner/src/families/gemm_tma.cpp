@@ -63,9 +63,13 @@ class GemmTma : public Family {
     return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
            ", args.m, args.n, args.batch)";
   }
-  // Each block of a cluster loads BN / CLUSTER rows of B (and multicasts them).
+  // Each block of a cluster loads BN / CLUSTER rows of B (and multicasts them); the grid and the
+  // split tail's workspace are gemm_tma_grid's (the worker's and the extension's alike).
   json launch_extras(const Group&, const Config& c) const override {
-    return json{{"tensor_maps", {c.at("BM"), c.at("BN") / c.at("CLUSTER")}}, {"persistent", true}, {"cluster", c.at("CLUSTER")}};
+    return json{{"tensor_maps", {c.at("BM"), c.at("BN") / c.at("CLUSTER")}},
+                {"persistent", true},
+                {"cluster", c.at("CLUSTER")},
+                {"split_tail", {{"bm", c.at("BM")}, {"bn", c.at("BN")}}}};
   }
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
     return "#define FUSETUNE_TMA_LAUNCH\n#include \"" + template_file + "\"\n#include \"tma_map.h\"\n";
