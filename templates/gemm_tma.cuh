@@ -365,9 +365,10 @@ __device__ __forceinline__ float4* split_partial(unsigned* ws, const Schedule& s
                                    (Cfg::PINGPONG ? 0 : consumer) * (Cfg::BM * Cfg::BN / kConsumers));
 }
 
-// Part >= 1 of a split tile: store the partial sums, then (after every thread's fence) count them
-// in. Part 0 waits for the others' counts, adds their sums and sets the counter back to 0 for
-// the next launch. The parts of a tile run at once, in different clusters (one tail unit per
+// Part >= 1 of a split tile: store the partial sums, then (every thread's fence, a barrier and
+// one release add: CUTLASS's GenericBarrier) count them in. Part 0 waits for the others' counts
+// (an acquire load, then the barrier), adds their sums and sets the counter back to 0 for the
+// next launch. The parts of a tile run at once, in different clusters (one tail unit per
 // cluster at most), and none of them waits for the owner, so the wait cannot deadlock.
 template <class Cfg>
 __device__ __forceinline__ void leave_partial(float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], unsigned* ws,
@@ -382,7 +383,7 @@ __device__ __forceinline__ void leave_partial(float (&acc)[Cfg::kMTiles][Cfg::kA
           make_float4(acc[mt][4 * r4], acc[mt][4 * r4 + 1], acc[mt][4 * r4 + 2], acc[mt][4 * r4 + 3]);
   __threadfence();
   sm90::named_barrier_sync(1 + consumer, 128);
-  if (t == 0) atomicAdd(split_counter<Cfg>(ws, s, u, consumer), 1u);
+  if (t == 0) sm90::red_release_gpu_add(split_counter<Cfg>(ws, s, u, consumer), 1u);
 }
 template <class Cfg>
 __device__ __forceinline__ void gather_partials(float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], unsigned* ws,
