@@ -176,7 +176,7 @@ GPU_FAMILY_PLANS = {
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
-    "gemm_tma_forms.py": ["gemm"] * 3,
+    "gemm_tma_forms.py": ["gemm"] * 5,
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
 }
