@@ -18,6 +18,7 @@
 #include "fused_math.cuh"
 #include "fusetune_args.h"
 #include "gemm_tma_layout.h"
+#include "gemm_tma_split.h"
 #include "sm90.cuh"
 
 namespace fusetune {
@@ -72,7 +73,7 @@ struct Tile {
 // The static schedule walks cluster tiles: CLUSTER x BM rows by BN columns, block `rank` of the
 // cluster taking BM rows of each (with an odd number of M-tiles the last cluster row's second
 // block gets rows past M: it loads zeros, shares its B slice and stores nothing). Its units are
-// those tiles, the last round's cut along K where gemm_tma_split says so (gemm_tma_layout.h).
+// those tiles, the last round's cut along K where gemm_tma_split says so (gemm_tma_split.h).
 struct Schedule {
   int tiles_m, tiles_n;  // cluster tiles along M, tiles along N
   int tiles;             // cluster tiles in all (batch-major)
@@ -242,7 +243,8 @@ struct Full4 {
   float v[Op::kFull > 0 ? Op::kFull : 1][4];
 };
 template <class Op>
-__device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, long long col, bool vec_ok, Full4<Op>& in) {
+__device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, long long col, bool vec_ok,
+                                           Full4<Op>& in) {
   if (!vec_ok || col + 4 > a.n) return;
 #pragma unroll
   for (int s = 0; s < Op::kFull; ++s) {
@@ -303,7 +305,9 @@ __device__ void store_staged(const KernelArgs& a, float (&acc)[Cfg::kMTiles][Cfg
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   constexpr int kChunks = Cfg::kMTiles * (Cfg::BN / 32);
   // Thread t finishes rows i * 16 + t / 8 (i < 4), columns 4 * (t % 8) .. + 3 of each chunk.
-  auto row_of = [&](int c, int i) -> long long { return tc.m0 + first_row + c / (Cfg::BN / 32) * 64 + (i * 128 + t) / 8; };
+  auto row_of = [&](int c, int i) -> long long {
+    return tc.m0 + first_row + c / (Cfg::BN / 32) * 64 + (i * 128 + t) / 8;
+  };
   auto col_of = [&](int c) -> long long { return tc.n0 + 32 * (c % (Cfg::BN / 32)) + 4 * (t % 8); };
   auto idx_of = [&](long long row, long long col) { return ((long long)tc.b * a.m + row) * a.n + col; };
   Full4<Op> in[2][4];
@@ -349,7 +353,7 @@ __device__ __forceinline__ void release(unsigned empty) {
     for (int r = 0; r < Cfg::CLUSTER; ++r) sm90::mbar_arrive_cluster(empty, r);
 }
 
-// The split tail's workspace (gemm_tma_layout.h): the counter of a tail tile's part of this
+// The split tail's workspace (gemm_tma_split.h): the counter of a tail tile's part of this
 // consumer (its rows of this block's tile), and the partial sums of part `part` >= 1 of them,
 // stored as the accumulators lie in registers (float4 r4 of m64 tile mt of thread t at
 // (mt * kAccRegs / 4 + r4) * 128 + t, so each warp's stores are whole 512-byte runs).
@@ -358,7 +362,8 @@ __device__ __forceinline__ unsigned* split_counter(unsigned* ws, const Schedule&
   return ws + (u.tail * Cfg::CLUSTER + s.rank) * 2 + (Cfg::PINGPONG ? 0 : consumer);
 }
 template <class Cfg>
-__device__ __forceinline__ float4* split_partial(unsigned* ws, const Schedule& s, const Unit& u, int part, int consumer) {
+__device__ __forceinline__ float4* split_partial(unsigned* ws, const Schedule& s, const Unit& u, int part,
+                                                 int consumer) {
   float* sums = reinterpret_cast<float*>(ws + gemm_tma_split_counters(s.split, Cfg::CLUSTER));
   const long long slot = ((long long)u.tail * (s.split.ways - 1) + (part - 1)) * Cfg::CLUSTER + s.rank;
   return reinterpret_cast<float4*>(sums + slot * Cfg::BM * Cfg::BN +

@@ -6,6 +6,7 @@
 #include <cuda.h>  // CUtensorMap and its enums
 
 #include "fusetune_args.h"
+#include "gemm_tma_split.h"
 #include "launch.h"
 
 #ifdef FUSETUNE_TMA_LAUNCH

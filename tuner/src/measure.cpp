@@ -69,7 +69,7 @@ class Worker {
   json check_outputs();
   double measure_bandwidth();
   // The grid candidate `cand` runs with (computed once, before it is timed), and the bytes of the
-  // workspace its split tail needs ({"split_tail": ...}, templates/launch.h).
+  // workspace its split tail needs ({"split_tail": ...}, templates/gemm_tma_split.h).
   std::vector<unsigned> grid_of(CUfunction f, const json& cand, const KernelArgs& args, long long& split_bytes);
   // `split_ws`: the last parameter of a kernel with {"split_tail": ...}.
   CUresult launch(CUfunction f, const json& cand, const std::vector<unsigned>& grid, const KernelArgs& args,

@@ -624,7 +624,7 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_EQ(gemm_tma_launch(128, 64, 4, 1, 1000, 300, 3).grid[0], 3u * 8 * 5);
 }
 
-// The split tail (templates/gemm_tma_layout.h): a last round at most half full is cut along K,
+// The split tail (templates/gemm_tma_split.h): a last round at most half full is cut along K,
 // into as many parts as the idle clusters allow (at most 4, each part 16 k-tiles or more).
 TEST(Plan, TmaGemmSplitTail) {
   // gemm_relu_residual (6144 x 3072 x 3072) in 128 x 256 tiles, pairs, 66 clusters: 288 cluster

@@ -7,7 +7,7 @@ class Model(nn.Module):
     Linear + ReLU + residual with an odd N (element-by-element epilogue); a batched x @ y^T with
     more tiles than SMs (every block loops over several tiles, the ring wrapping across them) and
     a float4 epilogue; a Linear with K = 4 (one partial k-tile, zero-filled by TMA); split tails
-    (templates/gemm_tma_layout.h): a long-K Linear + residual with fewer tiles than SMs (each tile
+    (templates/gemm_tma_split.h): a long-K Linear + residual with fewer tiles than SMs (each tile
     cut in up to 4 parts along K) and a batched product one round and a bit long (the last
     round's tiles cut in 2, at K = 1000, a partial k-tile in the second part)."""
 
