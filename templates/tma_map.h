@@ -112,8 +112,9 @@ void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream)
     if (ws.second < grid.workspace_bytes) {
       if (ws.first && cudaFree(ws.first) != cudaSuccess) fail("cannot free the split workspace");
       ws = {nullptr, 0};
+      // Zeroed on the kernel's stream, so that the kernel runs after it.
       if (cudaMalloc(&ws.first, (size_t)grid.workspace_bytes) != cudaSuccess ||
-          cudaMemset(ws.first, 0, (size_t)grid.workspace_bytes) != cudaSuccess)
+          cudaMemsetAsync(ws.first, 0, (size_t)grid.workspace_bytes, stream) != cudaSuccess)
         fail("cannot allocate the split workspace (" + std::to_string(grid.workspace_bytes) + " bytes)");
       ws.second = grid.workspace_bytes;
     }
