@@ -297,8 +297,9 @@ __device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4]
 // two buffers, a warpgroup barrier, then each warp reads whole 128-byte rows and finishes them
 // with float4. Two buffers alternate, so one barrier per chunk suffices: a buffer is written
 // again only after the barrier of the next chunk, which every thread reaches after its reads.
-// The full inputs of a chunk are loaded while the chunk before it is finished (their L2 latency
-// stood in every chunk otherwise: 5-8% of the time of the tile with a residual).
+// The full inputs of a chunk are loaded while the chunk before it is finished, so that their L2
+// latency is not waited out in every chunk (residual over plain per config 1.069 -> 1.044 at
+// 6144 x 3072 x 3072, docs/PERF.md).
 template <class Cfg, class Op>
 __device__ void store_staged(const KernelArgs& a, float (&acc)[Cfg::kMTiles][Cfg::kAccRegs], Tile tc, int consumer,
                              int first_row, unsigned staging, bool vec_ok) {
