@@ -109,6 +109,20 @@ void Planner::visit(const Node& n) {
   if (out.kind == "tuple") unsupported(n, "ops with several outputs are not lowered yet");
   if (n.op == "getitem") return add_getitem(n, out);
   if (n.op == "aten.scalar_tensor.default") return add_constant(n);
+  if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
+  const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
+  for (const auto& [pos, v] : tensor_operands(n))
+    if (index_values_.count(v) && !memory_.count(v) && !identity_or_view && !is_elementwise_op(n.op)) materialize_index(v);
+  if (identity_or_view && is_value_ref(n.args.at(0)) && index_values_.count(value_ref(n.args.at(0))) &&
+      g_.value(value_ref(n.args.at(0))).dtype == out.dtype) {  // a view of an index value is one too
+    const std::string in = value_ref(n.args.at(0));
+    auto view = is_view_op(n.op) ? apply_view(n, index_values_.at(in), out.shape) : index_values_.at(in);
+    if (view) {
+      index_values_[n.name] = *view;
+      return;
+    }
+    if (!memory_.count(in)) materialize_index(in);  // then viewed as memory below
+  }
   if ((is_identity_op(n.op) || is_view_op(n.op)) && is_value_ref(n.args.at(0)) &&
       constants_.count(value_ref(n.args.at(0)))) {  // a view of a constant is the same constant, broadcast
     constants_[n.name] = constants_.at(value_ref(n.args.at(0)));
@@ -161,6 +175,44 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
   if (!view) unsupported(n, "view cannot be expressed with strides");
   memory_[n.name] = *view;
   producer_[n.name] = producer_.at(view->base);
+}
+
+void Planner::add_index(const Node& n, const ValueInfo& out) {
+  if (out.dtype != "int64" && out.dtype != "float32") unsupported(n, "only int64 and float32 aranges are lowered");
+  if (out.shape.size() != 1) unsupported(n, "an arange is one-dimensional");
+  // arange(end), arange(start, end), arange(start, end, step)
+  const bool has_start = n.op == "aten.arange.start" || n.op == "aten.arange.start_step";
+  if (!has_start && n.op != "aten.arange.default") unsupported(n, "this arange overload is not lowered");
+  const json start = has_start ? node_arg(n, 0, "start") : json(0);
+  const json step = n.op == "aten.arange.start_step" ? node_arg(n, 2, "step") : json();
+  if (!is_number(start) || !(step.is_null() || is_number(step))) unsupported(n, "start and step must be numbers");
+  const bool int64 = out.dtype == "int64";
+  auto literal = [&](double v) { return int64 ? int_literal(v) : float_literal(v); };
+  iotas_[n.name] = Iota{literal(number(start)), literal(step.is_null() ? 1.0 : number(step)), n.op};
+  index_values_[n.name] = Layout::contiguous(n.name, out.shape);
+}
+
+std::string Planner::index_expr(const Layout& view) const {
+  const Iota& io = iotas_.at(view.base);
+  return "(" + io.start + " + " + io.step + " * " + offset_expr(view, "idx") + ")";
+}
+
+// An index value that an op other than an elementwise one reads: written by an elementwise group
+// of its own, created before the reader's group.
+void Planner::materialize_index(const std::string& value) {
+  const Layout& view = index_values_.at(value);
+  const ValueInfo& v = g_.value(value);
+  FT_CHECK(view.sizes == v.shape, "index value " + value + " viewed with another shape");
+  const int gi = new_group("elementwise", v.shape);
+  Step step{nullptr, next_var(), false, {}, {}};
+  step.int64 = v.dtype == "int64";
+  step.index_expr = index_expr(view);
+  groups_[gi].reads_index = true;
+  const std::string var = step.var;
+  add_step(gi, value, iotas_.at(view.base).op, std::move(step));
+  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, v.dtype});
+  memory_[value] = Layout::contiguous(value, v.shape);
+  producer_[value] = gi;
 }
 
 // A float32 or int64 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
@@ -229,14 +281,16 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   check_result(n, out);
   const auto operands = computed_operands(n);
   int target = -1, latest_producer = -1;
+  bool reads_index = false;
   for (const auto& [pos, v] : operands) {
-    if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
+    if (index_values_.count(v)) reads_index = true;  // inlined: in no group, read from no memory
+    else if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
     else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
   }
   const bool int64 = out.dtype == "int64";
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
-    if (!int64 && target > latest_producer && join_row(target, n, out, operands)) return;
+    if (!int64 && !reads_index && target > latest_producer && join_row(target, n, out, operands)) return;
     target = -1;  // a new group, reading the row group's values from memory
   } else if (target < 0) {  // no fused operand: join the latest group over the same elements
     for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
@@ -258,6 +312,14 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
   for (const auto& [pos, v] : tensor_operands(n))
     if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
   for (const auto& [pos, v] : operands) {
+    if (auto ix = index_values_.find(v); ix != index_values_.end()) {
+      FT_CHECK(per_row == nullptr && !is_row_group(gi), "an index value read in a row group");
+      auto aligned = broadcast_to(ix->second, shape);
+      if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
+      step.fused_operands[v] = index_expr(*aligned);
+      groups_[gi].reads_index = true;
+      continue;
+    }
     auto it = fused_.find(v);
     if (it != fused_.end() && it->second.group == gi) {
       step.fused_operands[v] = it->second.var;
@@ -410,6 +472,7 @@ std::string Planner::materialize_output(const std::string& value) {
   if (constants_.count(value)) FT_USER_ERROR("the model returns a constant tensor (" + value + "); that is not lowered");
   if (g_.value(value).dtype == "bool") FT_USER_ERROR("the model returns a bool tensor (" + value + "); that is not lowered");
   if (fused_.count(value)) materialize(value);
+  if (index_values_.count(value) && !memory_.count(value)) materialize_index(value);
   const Layout& l = memory_.at(value);
   const ValueInfo& base = g_.value(l.base);
   if (l.is_contiguous() && l.sizes == base.shape) return l.base;

@@ -46,6 +46,8 @@ struct Step {
   // over the result with stride 0 there, plus index * stride; an index outside [0, extent)
   // traps, where torch raises.
   int64_t gather_stride = 0, gather_extent = 0;
+  // An index value written out (elementwise groups only, node null): the step's expression.
+  std::string index_expr = {};
 };
 
 // A reduction of a row group, accumulated during pass `pass` over the row's elements from its
@@ -79,6 +81,9 @@ struct Building {
   std::vector<Step> steps;
   Layout a, b;  // gemm operands
   RowInfo row;  // family "reduce" only
+  // A step reads an index value (arange) as an expression of the linear index idx, which only
+  // elementwise and matrix-product groups have: the group never becomes a row group.
+  bool reads_index = false;
 };
 
 // A layout over a row shape (the reduced shape, with or without the reduced dimensions kept) as a

@@ -80,7 +80,9 @@ Group finalize_group(Building& b) {
   std::string body;
   for (const Step& s : b.steps) {
     std::string expr;
-    if (!s.node) {
+    if (!s.index_expr.empty()) {
+      expr = s.index_expr;
+    } else if (!s.node) {
       expr = load_expr(s.loaded_operands.begin()->second);
     } else if (s.pool) {
       const Layout& input = s.loaded_operands.begin()->second;

@@ -113,7 +113,7 @@ int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, co
   if (f.phase >= kScanPhase) return -1;  // a scanned value exists in the final pass only
   if (is_row_group(f.group))
     return b.row.domain == shape && b.row.reduced == reduced && f.level == Level::Full && fits_domain(f.group, f) ? f.group : -1;
-  if (b.group.family != "elementwise" || b.group.index_shape != shape || f.shape != shape) return -1;
+  if (b.group.family != "elementwise" || b.reads_index || b.group.index_shape != shape || f.shape != shape) return -1;
   for (const std::string& node : b.group.nodes)
     if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
   for (const Step& s : b.steps)

@@ -49,6 +49,13 @@ class Planner {
   // A float32 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
   void add_constant(const Node& n);
 
+  // arange: an index value, in neither a group nor memory. Elementwise steps inline it as
+  // start + step * (its offset), through the views taken of it (index_values_); any other op
+  // reads it from memory, written by an elementwise group (materialize_index) before its own.
+  void add_index(const Node& n, const ValueInfo& out);
+  std::string index_expr(const Layout& view) const;
+  void materialize_index(const std::string& value);
+
   // Tensor operands of n that live in a group or in memory (constants are inlined instead).
   std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n);
 
@@ -142,6 +149,12 @@ class Planner {
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
   std::map<std::string, std::string> constants_;  // value -> float literal (scalar_tensor)
   std::map<std::string, const Node*> tuples_;     // max pooling with indices, until getitem
+  struct Iota {
+    std::string start, step;  // literals of the value's dtype
+    std::string op;
+  };
+  std::map<std::string, Iota> iotas_;             // arange node -> its values
+  std::map<std::string, Layout> index_values_;    // an arange or a view of one -> the view over the arange
   int var_count_ = 0;
 };
 

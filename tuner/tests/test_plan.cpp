@@ -976,6 +976,70 @@ TEST(Plan, ConstantTensorsAreInlined) {
   EXPECT_THROW(plan_graph(returned), UserError);
 }
 
+// torch.triu(a @ b) as torch.export writes it: two aranges viewed as a row and a column, their
+// difference compared with 0, a where. The aranges are in no group: the epilogue computes the
+// row and column indices from idx, so the mask is fused into the matrix product.
+TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
+  G b;
+  b.value("a", {5, 4}, "input").value("b", {4, 6}, "input");
+  b.node("mm", "aten.mm.default", {G::ref("a"), G::ref("b")}, {5, 6});
+  b.node("cols", "aten.arange.start_step", {0, 6}, {6}, json{{"dtype", nullptr}}).values_dtype("cols", "int64");
+  b.node("row", "aten.unsqueeze.default", {G::ref("cols"), -2}, {1, 6}).values_dtype("row", "int64");
+  b.node("rows", "aten.arange.start_step", {0, 5}, {5}).values_dtype("rows", "int64");
+  b.node("col", "aten.unsqueeze.default", {G::ref("rows"), -1}, {5, 1}).values_dtype("col", "int64");
+  b.node("sub", "aten.sub.Tensor", {G::ref("row"), G::ref("col")}, {5, 6}).values_dtype("sub", "int64");
+  b.node("ge", "aten.ge.Scalar", {G::ref("sub"), 0}, {5, 6}).values_dtype("ge", "bool");
+  b.node("zero", "aten.scalar_tensor.default", {0}, {});
+  b.node("triu", "aten.where.self", {G::ref("ge"), G::ref("mm"), G::ref("zero")}, {5, 6});
+  const Plan p = plan_graph(b.build({"triu"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "gemm");
+  EXPECT_EQ(gr.nodes, (std::vector<std::string>{"mm", "sub", "ge", "triu"}));
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"a:operand", "b:operand", "triu:output"}));
+  EXPECT_NE(gr.op_struct.find("const long long v1 = ((0LL + 1LL * ((long long)((unsigned)idx % 6u))) - "
+                              "(0LL + 1LL * ((long long)((unsigned)idx / 6u))));"),
+            std::string::npos)
+      << gr.op_struct;
+}
+
+// An arange read by something other than an elementwise step (here a gather's index, through an
+// expand, counting down) is written out by a group of its own first; a value computed from an
+// arange keeps its group from becoming a row group (row kernels have no idx), so a reduction of
+// it reads it from memory; a model may return an arange.
+TEST(Plan, ArangeOutsideElementwiseStepsIsWrittenFirst) {
+  G b;
+  b.value("x", {3, 4}, "input");
+  b.node("down", "aten.arange.start_step", {3, -1, -1}, {4}).values_dtype("down", "int64");
+  b.node("idx", "aten.expand.default", {G::ref("down"), json::array({3, -1})}, {3, 4}).values_dtype("idx", "int64");
+  b.node("rev", "aten.gather.default", {G::ref("x"), 1, G::ref("idx")}, {3, 4});
+  b.node("pos", "aten.arange.default", {4}, {4}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("w", "aten.mul.Tensor", {G::ref("x"), G::ref("pos")}, {3, 4});
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("w"), json::array({1})}, {3});
+  b.node("half", "aten.arange.start", {0.5, 3.5}, {3}, json{{"dtype", {{"dtype", "float32"}}}});
+  const Plan p = plan_graph(b.build({"rev", "s", "half"}));
+  std::vector<std::string> families;
+  for (const Group& gr : p.groups) families.push_back(gr.family);
+  EXPECT_EQ(families, (std::vector<std::string>{"elementwise", "elementwise", "reduce", "elementwise"}));
+  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"idx"}));
+  EXPECT_EQ(p.groups[0].outputs.at(0).dtype, "int64");
+  EXPECT_NE(p.groups[0].op_struct.find("const long long v0 = (3LL + -1LL * ((long long)((unsigned)idx % 4u)));"),
+            std::string::npos)
+      << p.groups[0].op_struct;
+  // w joins the gather's group (the same elements); the sum reads it from memory.
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"rev", "w"}));
+  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"x:full", "idx:strided", "x:strided", "w:output", "rev:output"}));
+  EXPECT_NE(p.groups[1].op_struct.find("(x[0] * (0.0f + 1.0f * ((long long)((unsigned)idx % 4u))))"), std::string::npos)
+      << p.groups[1].op_struct;
+  EXPECT_EQ(accesses(p.groups[2]), (std::vector<std::string>{"w:strided", "s:output"}));
+  EXPECT_EQ(p.groups[3].nodes, (std::vector<std::string>{"half"}));
+  EXPECT_NE(p.groups[3].op_struct.find("(0.5f + 1.0f * "), std::string::npos) << p.groups[3].op_struct;
+
+  G bad;
+  bad.node("r", "aten.arange.start_step", {0, 4}, {4}, json{{"dtype", {{"dtype", "int32"}}}}).values_dtype("r", "int32");
+  expect_refusal(bad.build({"r"}), "only int64 and float32 aranges are lowered");
+}
+
 TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
   // InstanceNorm's parameters repeated per sample: [6] -> [18], then a second repeat of a
   // [2, 3] over [2, 2] (a leading dimension added, the other repeated).
