@@ -276,9 +276,19 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     return (loss.sum() / total if reduction == 1 else loss.sum()), total
 
 
+def _max_dim(x, dim, keepdim=False):
+    """torch.max(x, dim): amax and argmax over the same rows (one row group in the planner)."""
+    return torch.amax(x, dim, keepdim), torch.argmax(x, dim, keepdim)
+
+
+def _min_dim(x, dim, keepdim=False):
+    return torch.amin(x, dim, keepdim), torch.argmin(x, dim, keepdim)
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
-    out in reductions and elementwise ops, which the planner fuses back into one row group each."""
+    out in reductions and elementwise ops, which the planner fuses back into one row group each;
+    max and min over a dimension as their value and index reductions."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -290,6 +300,8 @@ def decompositions():
     table[torch.ops.aten._native_batch_norm_legit_functional.default] = _batch_norm_functional
     table[torch.ops.aten._native_batch_norm_legit_no_training.default] = _batch_norm_no_training
     table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
+    table[torch.ops.aten.max.dim] = _max_dim
+    table[torch.ops.aten.min.dim] = _min_dim
     return table
 
 

@@ -298,3 +298,22 @@ def test_gathers_move_only_where_the_operands_line_up():
     assert read == ["add.Tensor", "mul.Tensor", "mul.Tensor", "sub.Tensor", "x"], read
     for got, want in zip(ep.module()(x, row, col, i, j), M()(x, row, col, i, j)):
         torch.testing.assert_close(got, want)
+
+
+def test_max_and_min_over_a_dimension_are_written_out():
+    # torch.max / torch.min with dim return values and indices: amax / argmax (amin / argmin),
+    # which the planner lowers; ties pick the first index, as torch does.
+    class M(torch.nn.Module):
+        def forward(self, x):
+            values = torch.max(x, dim=1)[0]
+            low, where = torch.min(x, dim=-1, keepdim=True)
+            return values, low, where
+
+    x = torch.randn(4, 6, 5)
+    x[:, 2, :] = x[:, 4, :] = 9.0  # ties along dim 1
+    x[..., 1] = x[..., 3] = -9.0  # and along the last: the first index wins
+    ep = capture.export_graph(M(), (x,), "m.py")
+    ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert ops == [torch.ops.aten.amax.default, torch.ops.aten.amin.default, torch.ops.aten.argmin.default], ops
+    for got, want in zip(ep.module()(x), M()(x)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
