@@ -108,7 +108,9 @@ void Planner::visit(const Node& n) {
   }
   if (out.kind == "tuple") unsupported(n, "ops with several outputs are not lowered yet");
   if (n.op == "getitem") return add_getitem(n, out);
-  if (n.op == "aten.scalar_tensor.default") return add_constant(n);
+  if (n.op == "aten.scalar_tensor.default" || n.op == "aten.full.default" || n.op == "aten.full_like.default")
+    return add_constant(n, out);
+  if (n.op == "aten.cat.default") return add_cat(n, out);
   if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
   const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
   for (const auto& [pos, v] : tensor_operands(n))
@@ -215,13 +217,64 @@ void Planner::materialize_index(const std::string& value) {
   producer_[value] = gi;
 }
 
-// A float32 or int64 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
-void Planner::add_constant(const Node& n) {
-  const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
-  const std::string type = dtype.is_null() ? "float32" : dtype.value("dtype", "");
-  if (!is_number(n.args.at(0)) || (type != "float32" && type != "int64"))
+// A float32 or int64 constant made in the graph (scalar_tensor(v), full(size, v),
+// full_like(x, v)): inlined as a literal where it is used.
+void Planner::add_constant(const Node& n, const ValueInfo& out) {
+  const json& v = n.op == "aten.scalar_tensor.default" ? n.args.at(0) : node_arg(n, 1, "fill_value");
+  if (!is_number(v) || (out.dtype != "float32" && out.dtype != "int64"))
     unsupported(n, "only float32 and int64 constants are inlined");
-  constants_[n.name] = type == "int64" ? int_literal(number(n.args.at(0))) : float_literal(number(n.args.at(0)));
+  constants_[n.name] = out.dtype == "int64" ? int_literal(number(v)) : float_literal(number(v));
+}
+
+void Planner::add_cat(const Node& n, const ValueInfo& out) {
+  check_result(n, out);
+  const json& parts = n.args.at(0);
+  const json& jdim = node_arg(n, 1, "dim");
+  const int64_t rank = (int64_t)out.shape.size();
+  int64_t dim = jdim.is_null() ? 0 : (int64_t)number(jdim);
+  if (dim < 0) dim += rank;
+  if (!parts.is_array() || dim < 0 || dim >= rank) unsupported(n, "expected a list of tensors and a dimension of the result");
+  std::vector<std::string> values;
+  for (const json& p : parts) {
+    if (!is_value_ref(p)) unsupported(n, "every part must be a tensor");
+    const std::string v = value_ref(p);
+    if (numel_of(g_.value(v).shape) == 0) continue;  // torch skips empty parts
+    if ((int64_t)g_.value(v).shape.size() != rank) unsupported(n, "parts of another rank than the result");
+    // Written out before this step's group exists, so that it reads them from earlier groups.
+    if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
+    if (fused_.count(v)) materialize(v);
+    values.push_back(v);
+  }
+  Step step{&n, next_var(), false, {}, {}};
+  Layout coordinate{"", out.shape, std::vector<int64_t>(out.shape.size(), 0), 0};
+  coordinate.strides[dim] = 1;
+  step.cat_at = offset_expr(coordinate, "idx");
+  int latest_producer = -1;
+  int64_t start = 0;
+  for (size_t k = 0; k < values.size(); ++k) {
+    const std::string& v = values[k];
+    const std::string key = v + "#" + std::to_string(k);  // a value may be concatenated more than once
+    const int64_t end = start + g_.value(v).shape[dim];
+    int64_t shift = 0;
+    if (constants_.count(v)) {
+      step.fused_operands[key] = constants_.at(v);
+    } else {
+      const Layout& l = operand(v, n);
+      step.loaded_operands[key] = Layout{l.base, out.shape, l.strides, l.offset};
+      shift = start * l.strides[dim];
+      latest_producer = std::max(latest_producer, producer_.at(l.base));
+    }
+    step.cat.push_back(Step::CatPart{key, end, shift});
+    start = end;
+  }
+  if (start != out.shape[dim]) unsupported(n, "the parts do not add up to the result");
+  int target = -1;
+  for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
+    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape))
+      target = gi;
+  if (target < 0) target = new_group("elementwise", out.shape);
+  fused_[n.name] = Fused{target, step.var, out.shape};
+  add_step(target, n.name, n.op, std::move(step));
 }
 
 void Planner::add_gather(const Node& n, const ValueInfo& out) {

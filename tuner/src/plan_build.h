@@ -48,6 +48,16 @@ struct Step {
   int64_t gather_stride = 0, gather_extent = 0;
   // An index value written out (elementwise groups only, node null): the step's expression.
   std::string index_expr = {};
+  // torch.cat (elementwise groups only): the parts in order, each up to coordinate `end` along
+  // the concatenated dimension (cat_at: that coordinate's expression), read through
+  // loaded_operands[operand] (the part's strides over the result's sizes, `shift` elements
+  // back) or fused_operands[operand] (a constant).
+  struct CatPart {
+    std::string operand;
+    int64_t end, shift;
+  };
+  std::vector<CatPart> cat = {};
+  std::string cat_at = {};
 };
 
 // A reduction of a row group, accumulated during pass `pass` over the row's elements from its

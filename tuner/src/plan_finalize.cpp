@@ -50,7 +50,7 @@ Group finalize_group(Building& b) {
   // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
   // int64 input (the templates load Full slots as floats).
   auto full = [&](const Step& s, const Layout& l) {
-    return !s.pool && l.is_contiguous() && l.numel() == numel && !b.int64_values.count(l.base);
+    return !s.pool && s.cat.empty() && l.is_contiguous() && l.numel() == numel && !b.int64_values.count(l.base);
   };
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
@@ -82,6 +82,21 @@ Group finalize_group(Building& b) {
     std::string expr;
     if (!s.index_expr.empty()) {
       expr = s.index_expr;
+    } else if (!s.cat.empty()) {  // the part the coordinate along cat_dim falls in, loaded there only
+      const std::string at = s.var + "_at";
+      body += "    const long long " + at + " = " + s.cat_at + ";\n";
+      for (size_t k = s.cat.size(); k-- > 0;) {
+        const Step::CatPart& part = s.cat[k];
+        std::string value;
+        if (auto it = s.fused_operands.find(part.operand); it != s.fused_operands.end()) {
+          value = it->second;
+        } else {
+          const Layout& l = s.loaded_operands.at(part.operand);
+          value = "a.ptr[" + std::to_string(slot_of(l, Access::Strided)) + "][" + offset_expr(l, "idx") + " - " +
+                  std::to_string(part.shift) + "LL]";
+        }
+        expr = expr.empty() ? value : "(" + at + " < " + std::to_string(part.end) + "LL ? " + value + " : " + expr + ")";
+      }
     } else if (!s.node) {
       expr = load_expr(s.loaded_operands.begin()->second);
     } else if (s.pool) {

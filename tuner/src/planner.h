@@ -46,8 +46,9 @@ class Planner {
   // Identity and view ops produce no code: the result is the same register or a new layout.
   void forward(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view);
 
-  // A float32 constant made in the graph (scalar_tensor): inlined as a literal where it is used.
-  void add_constant(const Node& n);
+  // A float32 or int64 constant made in the graph (scalar_tensor, full, full_like): inlined as a
+  // literal where it is used.
+  void add_constant(const Node& n, const ValueInfo& out);
 
   // arange: an index value, in neither a group nor memory. Elementwise steps inline it as
   // start + step * (its offset), through the views taken of it (index_values_); any other op
@@ -55,6 +56,10 @@ class Planner {
   void add_index(const Node& n, const ValueInfo& out);
   std::string index_expr(const Layout& view) const;
   void materialize_index(const std::string& value);
+
+  // torch.cat: an elementwise step over the result picking, by the coordinate along the
+  // concatenated dimension, the part it falls in, read from memory (or a constant).
+  void add_cat(const Node& n, const ValueInfo& out);
 
   // Tensor operands of n that live in a group or in memory (constants are inlined instead).
   std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n);
@@ -147,7 +152,7 @@ class Planner {
   std::map<std::string, Fused> fused_;
   std::map<std::string, Layout> memory_;  // values readable from memory, as views of a base
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
-  std::map<std::string, std::string> constants_;  // value -> float literal (scalar_tensor)
+  std::map<std::string, std::string> constants_;  // value -> literal (scalar_tensor, full, full_like)
   std::map<std::string, const Node*> tuples_;     // max pooling with indices, until getitem
   struct Iota {
     std::string start, step;  // literals of the value's dtype

@@ -1040,6 +1040,43 @@ TEST(Plan, ArangeOutsideElementwiseStepsIsWrittenFirst) {
   expect_refusal(bad.build({"r"}), "only int64 and float32 aranges are lowered");
 }
 
+// torch.cat: one elementwise step over the result, each part read where the coordinate along the
+// concatenated dimension falls in it (and only there), through its own strides shifted back by
+// the part's start; a constant part (zeros_like, as an exclusive cumsum's shift writes it) is a
+// literal; a value may be a part twice.
+TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
+  G b;
+  b.value("x", {4, 6}, "input").value("y", {6, 2}, "input");
+  b.node("t", "aten.permute.default", {G::ref("y"), json::array({1, 0})}, {2, 6});
+  b.node("zero", "aten.full_like.default", {G::ref("x"), 0}, {4, 6});
+  b.node("rows", "aten.cat.default", {json::array({G::ref("x"), G::ref("t"), G::ref("zero"), G::ref("x")})}, {14, 6});
+  b.node("cols", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), -1}, {4, 12});
+  b.node("r", "aten.relu.default", {G::ref("cols")}, {4, 12});
+  const Plan p = plan_graph(b.build({"rows", "r"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& rows = p.groups[0];
+  EXPECT_EQ(accesses(rows), (std::vector<std::string>{"y:strided", "x:strided", "rows:output"}));  // x's parts share a slot
+  EXPECT_EQ(rows.slots[0].layout.strides, (std::vector<int64_t>{1, 2}));  // y^T, read through strides
+  EXPECT_NE(rows.op_struct.find("const long long v0_at = ((long long)((unsigned)idx / 6u));\n"
+                                "    const float v0 = (v0_at < 4LL ? a.ptr[1][((long long)(unsigned)idx) - 0LL] : "
+                                "(v0_at < 6LL ? a.ptr[0][((long long)((unsigned)idx / 6u) + (long long)((unsigned)idx % 6u) * 2) - 4LL] : "
+                                "(v0_at < 10LL ? 0.0f : a.ptr[1][((long long)(unsigned)idx) - 60LL])));"),
+            std::string::npos)
+      << rows.op_struct;
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"cols", "r"}));
+  EXPECT_NE(p.groups[1].op_struct.find("const long long v1_at = ((long long)((unsigned)idx % 12u));\n"
+                                       "    const float v1 = (v1_at < 6LL ? a.ptr[0][((long long)((unsigned)idx / 12u) * 6 + "
+                                       "(long long)((unsigned)idx % 12u)) - 0LL] : a.ptr[0][((long long)((unsigned)idx / 12u) * 6 + "
+                                       "(long long)((unsigned)idx % 12u)) - 6LL]);"),
+            std::string::npos)
+      << p.groups[1].op_struct;
+
+  G bad;
+  bad.value("x", {4, 6}, "input").value("i", {4, 6}, "input", "int64");
+  bad.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("i")})}, {8, 6});
+  expect_refusal(bad.build({"c"}), "value i has dtype int64");
+}
+
 TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
   // InstanceNorm's parameters repeated per sample: [6] -> [18], then a second repeat of a
   // [2, 3] over [2, 2] (a leading dimension added, the other repeated).
