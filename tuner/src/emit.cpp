@@ -137,6 +137,14 @@ std::string model_new_source(const Graph& g, const Plan& plan, const std::string
   for (const ValueInfo* v : g.inputs()) inputs += ", " + c_identifier(v->name);
   std::map<std::string, std::string> local;
   std::string body;
+  for (const ValueInfo* v : g.inputs()) {  // numbers torch.export baked into the graph, as it guards them
+    if (v->kind != "scalar_input") continue;
+    const std::string name = c_identifier(v->name);
+    const std::string value = v->scalar.is_boolean() ? (v->scalar.get<bool>() ? "True" : "False") : v->scalar.dump();
+    body += "        if " + name + " != " + value + ":\n            raise ValueError(\"ModelNew was tuned for " + name + " = " +
+            value + " (get_inputs() of the tuned run); it was called with %r. Run fusetune again for this value.\" % (" +
+            name + ",))\n";
+  }
   for (const Group& gr : plan.groups) {
     std::string args, lhs;
     for (const auto& v : gr.input_values()) args += (args.empty() ? "" : ", ") + value_expr(g, v, local);

@@ -49,6 +49,7 @@ Graph Graph::from_json(const json& j) {
       info.dtype = v.at("dtype").get<std::string>();
     }
     info.index = v.value("index", -1);
+    if (info.kind == "scalar_input") info.scalar = v.at("value");
     info.target = v.value("target", "");
     g.values.emplace(name, std::move(info));
   }
@@ -70,7 +71,7 @@ const ValueInfo& Graph::value(const std::string& name) const {
 std::vector<const ValueInfo*> Graph::inputs() const {
   std::vector<const ValueInfo*> in;
   for (const auto& [name, v] : values)
-    if (v.kind == "input") in.push_back(&v);
+    if (v.kind == "input" || v.kind == "scalar_input") in.push_back(&v);
   std::sort(in.begin(), in.end(), [](auto* a, auto* b) { return a->index < b->index; });
   return in;
 }

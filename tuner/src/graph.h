@@ -15,8 +15,9 @@ struct ValueInfo {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
   std::string dtype;
-  std::string kind;  // input, parameter, buffer, constant, intermediate, tuple
+  std::string kind;  // input, scalar_input, parameter, buffer, constant, intermediate, tuple
   int index = -1;    // position among user inputs
+  json scalar;       // a scalar_input's value (a number get_inputs() gives, baked into the graph)
   std::string target;  // attribute path of a parameter, buffer or constant
 
   int64_t numel() const;

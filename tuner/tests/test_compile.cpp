@@ -71,8 +71,8 @@ TEST(Compile, EveryElementwiseInstanceWithAGather) {
   // A loss's picked log-probability: the target with ignored ones replaced (an int64 where with
   // an int64 constant), the input gathered at it, a float where after it.
   G b;
-  b.value("x", {7, 9}, "input").value("t", {7, 1}, "input", "int64").value("zero", {}, "intermediate", "int64");
-  b.node("zero", "aten.scalar_tensor.default", {0}, {}, json{{"dtype", {{"dtype", "int64"}}}});
+  b.value("x", {7, 9}, "input").value("t", {7, 1}, "input", "int64");
+  b.node("zero", "aten.scalar_tensor.default", {0}, {}, json{{"dtype", {{"dtype", "int64"}}}}).values_dtype("zero", "int64");
   b.node("ok", "aten.ne.Scalar", {G::ref("t"), -100}, {7, 1}).values_dtype("ok", "bool");
   b.node("i", "aten.where.self", {G::ref("ok"), G::ref("t"), G::ref("zero")}, {7, 1}).values_dtype("i", "int64");
   b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("i")}, {7, 1});

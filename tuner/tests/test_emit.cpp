@@ -219,6 +219,24 @@ TEST(Emit, StateUpdates) {
   EXPECT_NE(model_new.find("cuda_extension.g1(z, mul, self.get_buffer(\"running\"))"), std::string::npos) << model_new;
 }
 
+// Numbers get_inputs() gives are baked into the graph by torch.export: ModelNew's forward takes
+// them in their places and refuses other values, as the exported program's guard does.
+TEST(Emit, NumberInputsAreBakedInAndChecked) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_scalar_input.py");
+  ASSERT_EQ(cap.plan.groups.size(), 1u);
+  EXPECT_NE(cap.plan.groups[0].op_struct.find("const float v0 = (x[0] * 2.5f);\n    const float v1 = (v0 + 3.0f);"), std::string::npos) << cap.plan.groups[0].op_struct;
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}}});
+  const std::string model_new = read_file(path_join(cap.o.out, "model_new.py"));
+  EXPECT_NE(model_new.find("    def forward(self, x, s, k):\n"
+                           "        if s != 2.5:\n"
+                           "            raise ValueError(\"ModelNew was tuned for s = 2.5 (get_inputs() of the tuned run); it was "
+                           "called with %r. Run fusetune again for this value.\" % (s,))\n"
+                           "        if k != 3:\n"),
+            std::string::npos)
+      << model_new;
+  EXPECT_NE(model_new.find("= cuda_extension.g0(x)\n"), std::string::npos) << model_new;
+}
+
 // BatchNorm in training mode: int64 counters and running statistics that the bindings store into
 // the model's buffers after their kernels ran.
 TEST(Emit, StateUpdatesAndInt64Build) {

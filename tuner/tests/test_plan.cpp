@@ -225,8 +225,8 @@ TEST(Plan, ReductionOfAChainReadingInt64StartsItsOwnGroup) {
 // chain (an int64 where with an int64 constant) fuses before it; an index out of range traps.
 TEST(Plan, GatherReadsItsInputAtTheIndex) {
   G b;
-  b.value("x", {4, 6}, "input").value("t", {4, 2}, "input", "int64").value("zero", {}, "intermediate", "int64");
-  b.node("zero", "aten.scalar_tensor.default", {0}, {}, json{{"dtype", {{"dtype", "int64"}}}});
+  b.value("x", {4, 6}, "input").value("t", {4, 2}, "input", "int64");
+  b.node("zero", "aten.scalar_tensor.default", {0}, {}, json{{"dtype", {{"dtype", "int64"}}}}).values_dtype("zero", "int64");
   b.node("ok", "aten.ge.Scalar", {G::ref("t"), 0}, {4, 2}).values_dtype("ok", "bool");
   b.node("i", "aten.where.self", {G::ref("ok"), G::ref("t"), G::ref("zero")}, {4, 2}).values_dtype("i", "int64");
   b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("i")}, {4, 2});

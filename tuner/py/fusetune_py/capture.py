@@ -10,7 +10,7 @@ import re
 import sys
 
 import torch
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line,
                      json_float, load_module, quiet, run_main, sha256_file, atomic_path)
@@ -90,6 +90,13 @@ def describe_values(ep):
         val = node.meta.get("val")
         if node.op == "placeholder":
             spec = specs[node.name]
+            if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, ConstantArgument):
+                # A number get_inputs() gives: torch.export wrote its value into the ops using it.
+                number = spec.arg.value  # check_input_dtypes let only finite numbers through
+                values[node.name] = {"shape": [], "strides": [], "dtype": type(number).__name__,
+                                     "kind": "scalar_input", "index": user_index, "value": number}
+                user_index += 1
+                continue
             if spec.kind not in _INPUT_KINDS or not isinstance(val, torch.Tensor):
                 raise UserError(f"graph input {node.name} is a {spec.kind.name}; fusetune supports tensors only")
             entry = dict(tensor_meta(val), kind=_INPUT_KINDS[spec.kind])

@@ -6,7 +6,7 @@ import os
 import sys
 
 import torch
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from .capture import FORMAT, VERSION
 from .common import (UserError, atomic_path, build_model_and_inputs, dtype_name, first_line, load_module,
@@ -81,6 +81,12 @@ def flat_args(ep, model, inputs, device):
                 raise UserError(f"get_inputs() gives {len(inputs)} inputs, fewer than the captured graph takes")
             value = inputs[user_index]
             user_index += 1
+            if isinstance(spec.arg, ConstantArgument):  # a number, baked into the graph
+                if value != spec.arg.value:
+                    raise UserError(f"input {spec.arg.name} is {value!r} now but {spec.arg.value!r} when captured; "
+                                    "run capture again")
+                args.append(value)
+                continue
         else:
             value = _state_tensor(model, ep, spec)
         expected = placeholders[spec.arg.name].meta["val"]

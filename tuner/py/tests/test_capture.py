@@ -154,8 +154,11 @@ def get_init_inputs():
 @pytest.mark.parametrize("body, message", [
     (_model("return x", "[torch.randn(3), torch.arange(3).to(torch.int32)]"),
      "error: model.py: input 1 has dtype torch.int32; fusetune supports float32 and int64 tensors only"),
-    (_model("return x", "[torch.randn(3), 2]"),
-     "error: model.py: input 1 is int, not a tensor; fusetune supports float32 and int64 tensors only"),
+    (_model("return x", "[torch.randn(3), 'a']"),
+     "error: model.py: input 1 is str, not a tensor or a number; "
+     "fusetune supports float32 and int64 tensors and Python numbers only"),
+    (_model("return x * rest[0]", "[torch.randn(3), float('nan')]"),
+     "error: model.py: input 1 is nan; fusetune supports finite numbers only"),
     (_model("return x", "torch.randn(3)"), "error: model.py: get_inputs() must return a list, got Tensor"),
     (_model("return x", "[1 / 0]"), "error: model.py: get_inputs() failed: ZeroDivisionError"),
     (_model("return x", "[torch.randn(3)]", ctor="raise RuntimeError('bad init')"),
@@ -317,3 +320,16 @@ def test_max_and_min_over_a_dimension_are_written_out():
     assert ops == [torch.ops.aten.amax.default, torch.ops.aten.amin.default, torch.ops.aten.argmin.default], ops
     for got, want in zip(ep.module()(x), M()(x)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_number_inputs_are_baked_in_and_recorded(cli, write_model, tmp_path):
+    # torch.export writes a number get_inputs() gives into the ops that use it; graph.json keeps
+    # its position and value, for ModelNew to take it in its place and check it.
+    out = tmp_path / "work"
+    code, err = run_capture(cli, write_model(_model("return x * rest[0] + rest[1]", "[torch.randn(3), 2.5, 3]")), out)
+    assert code == 0, err
+    g = load_graph(out)
+    scalars = {k: v for k, v in g["values"].items() if v["kind"] == "scalar_input"}
+    assert scalars == {"rest_0": {"shape": [], "strides": [], "dtype": "float", "kind": "scalar_input", "index": 1, "value": 2.5},
+                       "rest_1": {"shape": [], "strides": [], "dtype": "int", "kind": "scalar_input", "index": 2, "value": 3}}
+    assert [n["args"][1] for n in g["nodes"]] == [2.5, 3]

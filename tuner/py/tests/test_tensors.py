@@ -201,3 +201,26 @@ def test_shared_models_self_check(cli, shrunk, tmp_path, path):
         got, meta = read_tensor(tmp_path / "out", name) if values[name]["dtype"] in NUMPY_DTYPES else (None, None)
         if meta:
             assert meta["shape"] == values[name]["shape"] and list(got.shape) == meta["shape"]
+
+
+def test_number_inputs_take_their_places(cli, write_model, tmp_path):
+    # A number get_inputs() gives is baked into the graph; the reference run passes it in its place.
+    model = write_model("""
+        class Model(nn.Module):
+            def forward(self, x, s, y):
+                return x * s + y
+
+        def get_inputs():
+            return [torch.randn(5, 3), 0.5, torch.randn(5, 3)]
+
+        def get_init_inputs():
+            return []
+    """)
+    g = captured(cli, model, tmp_path / "work", seed=2)
+    out_name = g["outputs"][0]
+    code, err = run_tensors(cli, tmp_path / "work", ["x", "y", out_name], tmp_path / "out", "--self-check")
+    assert code == 0, err
+    x, _ = read_tensor(tmp_path / "out", "x")
+    y, _ = read_tensor(tmp_path / "out", "y")
+    got, _ = read_tensor(tmp_path / "out", out_name)
+    torch.testing.assert_close(got, x * 0.5 + y)

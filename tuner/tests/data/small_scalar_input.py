@@ -1,0 +1,20 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Numbers among the inputs, as get_inputs() gives them (KernelBench's matrix-scalar product)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, s, k):
+        return x * s + k
+
+
+def get_inputs():
+    return [torch.randn(5, 7), 2.5, 3]
+
+
+def get_init_inputs():
+    return []
