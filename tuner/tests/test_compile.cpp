@@ -82,6 +82,32 @@ TEST(Compile, EveryElementwiseInstanceWithAGather) {
   compile_space(p.groups[0], Compiler(templates(), "sm_90", temp_dir("gather")));
 }
 
+// Index values and concatenation: an arange mask in a matrix product's epilogue (triu), a
+// float arange broadcast over rows, an int64 arange written out for a gather, a cat with a
+// constant part.
+TEST(Compile, EveryInstanceWithAranges) {
+  G b;
+  b.value("a", {9, 5}, "input").value("b", {5, 11}, "input").value("x", {7, 9}, "input");
+  b.node("mm", "aten.mm.default", {G::ref("a"), G::ref("b")}, {9, 11});
+  b.node("cols", "aten.arange.start_step", {0, 11}, {11}).values_dtype("cols", "int64");
+  b.node("row", "aten.unsqueeze.default", {G::ref("cols"), -2}, {1, 11}).values_dtype("row", "int64");
+  b.node("rows", "aten.arange.start_step", {0, 9}, {9}).values_dtype("rows", "int64");
+  b.node("col", "aten.unsqueeze.default", {G::ref("rows"), -1}, {9, 1}).values_dtype("col", "int64");
+  b.node("sub", "aten.sub.Tensor", {G::ref("row"), G::ref("col")}, {9, 11}).values_dtype("sub", "int64");
+  b.node("ge", "aten.ge.Scalar", {G::ref("sub"), 0}, {9, 11}).values_dtype("ge", "bool");
+  b.node("triu", "aten.where.self", {G::ref("ge"), G::ref("mm"), 0.0}, {9, 11});
+  b.node("pos", "aten.arange.start", {0.5, 9.5}, {9}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("w", "aten.mul.Tensor", {G::ref("x"), G::ref("pos")}, {7, 9});
+  b.node("down", "aten.arange.start_step", {8, -1, -1}, {9}).values_dtype("down", "int64");
+  b.node("idx", "aten.expand.default", {G::ref("down"), json::array({7, -1})}, {7, 9}).values_dtype("idx", "int64");
+  b.node("rev", "aten.gather.default", {G::ref("x"), 1, G::ref("idx")}, {7, 9});
+  b.node("zero", "aten.full_like.default", {G::ref("x"), 0}, {7, 9});
+  b.node("cat", "aten.cat.default", {json::array({G::ref("zero"), G::ref("w"), G::ref("x")}), 1}, {7, 27});
+  const Plan p = plan_graph(b.build({"triu", "rev", "cat"}));
+  ASSERT_EQ(p.groups.size(), 5u);  // gemm + mask; w; idx; rev; cat
+  for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("arange")));
+}
+
 TEST(Compile, EveryGemmInstance) {
   Graph g = G().value("a", {3, 17, 19}, "input").value("b", {3, 19, 23}, "input").value("r", {3, 17, 23}, "input")
                 .node("p", "aten.bmm.default", {G::ref("a"), G::ref("b")}, {3, 17, 23})
