@@ -106,6 +106,9 @@ void Planner::visit(const Node& n) {
     tuples_[n.name] = &n;
     return;
   }
+  if (n.op == "aten.native_dropout.default")  // torch.export leaves it only where it keeps some elements
+    unsupported(n, "dropout in training mode draws random numbers, which no kernel can match element for element; "
+                   "tune the model in eval mode (self.eval() in its __init__) or with p = 0");
   if (out.kind == "tuple") unsupported(n, "ops with several outputs are not lowered yet");
   if (n.op == "getitem") return add_getitem(n, out);
   if (n.op == "aten.scalar_tensor.default" || n.op == "aten.full.default" || n.op == "aten.full_like.default")

@@ -1077,6 +1077,16 @@ TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
   expect_refusal(bad.build({"c"}), "value i has dtype int64");
 }
 
+// torch.export keeps dropout only in training mode with p > 0 (else it is a clone): refused with
+// the reason and the way out, not as an op with several outputs.
+TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {
+  G b;
+  b.value("x", {4, 6}, "input");
+  b.node("d", "aten.native_dropout.default", {G::ref("x"), 0.2, true}, {4, 6});
+  expect_refusal(b.build({"d"}), "dropout in training mode draws random numbers, which no kernel can match element for "
+                                 "element; tune the model in eval mode (self.eval() in its __init__) or with p = 0");
+}
+
 TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
   // InstanceNorm's parameters repeated per sample: [6] -> [18], then a second repeat of a
   // [2, 3] over [2, 2] (a leading dimension added, the other repeated).
