@@ -71,7 +71,8 @@ def test_buffers_constants_tuples_and_encodings(cli, write_model, tmp_path):
                 self.k = torch.tensor([2.0])
 
             def forward(self, x):
-                y = self.bn(x) + self.shift * self.k + x.max(dim=1, keepdim=True).values
+                pooled = torch.nn.functional.max_pool2d(x, 2, stride=1, padding=1, return_indices=True)[0]
+                y = self.bn(x) + self.shift * self.k + pooled[:, :, 1:, 1:]
                 z = torch.clamp(y, min=float("-inf"), max=3.0).to(torch.float32)
                 return z, x
 
@@ -90,7 +91,7 @@ def test_buffers_constants_tuples_and_encodings(cli, write_model, tmp_path):
     assert v["b_shift"]["kind"] == "buffer" and v["b_shift"]["target"] == "shift"
     assert v["c_k"]["kind"] == "constant" and v["c_k"]["target"] == "k"
     tuples = [x for x in v.values() if x["kind"] == "tuple"]
-    assert tuples and tuples[0]["items"][0]["shape"] == [2, 1, 4, 4]  # max.dim: values and indices
+    assert tuples and tuples[0]["items"][0]["shape"] == [2, 3, 5, 5]  # max pooling: values and indices
     assert g["outputs"][1] == "x" and len(g["outputs"]) == 2
     assert {m["target"] for m in g["mutations"]} == {"bn.running_mean", "bn.running_var",
                                                      "bn.num_batches_tracked"}

@@ -132,10 +132,10 @@ def test_tuple_value_is_refused(cli, write_model, tmp_path):
     model = write_model("""
         class Model(nn.Module):
             def forward(self, x):
-                return torch.max(x, dim=1)[0]
+                return torch.nn.functional.max_pool2d(x, 2, return_indices=True)[0]
 
         def get_inputs():
-            return [torch.randn(5, 3)]
+            return [torch.randn(1, 2, 4, 4)]
 
         def get_init_inputs():
             return []
