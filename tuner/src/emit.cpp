@@ -29,7 +29,17 @@ std::string kernel_source(const Group& gr, const KernelChoice& k) {
          "  namespace tuned = fusetune::tuned::" + gr.id + ";\n" + f.extension_launch(gr, tuned) + "}\n";
 }
 
-std::string torch_dtype(const std::string& dtype) { return dtype == "int64" ? "torch::kInt64" : "torch::kFloat32"; }
+std::string torch_dtype(const std::string& dtype) {
+  return dtype == "int64" ? "torch::kInt64" : dtype == "bool" ? "torch::kBool" : "torch::kFloat32";
+}
+
+// The dtype of value v in the group's slots: as the kernel reads it (a bool the model gives is
+// one byte; one that a kernel computed was written as float 0 / 1).
+std::string slot_dtype(const Group& gr, const std::string& v) {
+  for (const Slot& s : gr.slots)
+    if (s.access != Access::Output && s.layout.base == v) return s.dtype;
+  return "float32";
+}
 
 // The tensor a mutation stores into, as the binding's parameter (an input of the group already,
 // or one more parameter after them).
@@ -42,15 +52,16 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
     const std::string arg = c_identifier(inputs[i]);
     const ValueInfo& v = g.value(inputs[i]);
     params += std::string(i ? ", " : "") + "const torch::Tensor& " + arg;
+    const std::string dtype = slot_dtype(gr, inputs[i]);
     checks += "  fusetune::check_input(" + arg + ", \"" + inputs[i] + "\", " + shape_list(v.shape) +
-              (v.dtype == "float32" ? "" : ", " + torch_dtype(v.dtype)) + ");\n";
+              (dtype == "float32" ? "" : ", " + torch_dtype(dtype)) + ");\n";
   }
   std::string outs, store;
   for (size_t o = 0; o < gr.outputs.size(); ++o) {
     const GroupOutput& out = gr.outputs[o];
     outs += "  torch::Tensor out" + std::to_string(o) + " = torch::empty(" + shape_list(out.shape) + ", " +
             c_identifier(inputs.front()) + ".options()" +
-            (out.dtype == g.value(inputs.front()).dtype ? "" : ".dtype(" + torch_dtype(out.dtype) + ")") + ");\n";
+            (out.dtype == slot_dtype(gr, inputs.front()) ? "" : ".dtype(" + torch_dtype(out.dtype) + ")") + ");\n";
     for (const Mutation& m : stores) {
       if (m.value != out.value) continue;
       params += ", torch::Tensor& " + store_param(m);
@@ -72,9 +83,9 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
     } else {
       tensor = c_identifier(sl.layout.base);
     }
-    slots += "  args.ptr[" + S + "] = " +
-             (sl.dtype == "int64" ? "reinterpret_cast<float*>(" + tensor + ".data_ptr<int64_t>() + " + std::to_string(sl.layout.offset) + ")"
-                                  : tensor + ".data_ptr<float>() + " + std::to_string(sl.layout.offset)) + ";\n";
+    const std::string element = sl.dtype == "int64" ? "int64_t" : sl.dtype == "bool" ? "bool" : "float";
+    const std::string at = tensor + ".data_ptr<" + element + ">() + " + std::to_string(sl.layout.offset);
+    slots += "  args.ptr[" + S + "] = " + (element == "float" ? at : "reinterpret_cast<float*>(" + at + ")") + ";\n";
     for (size_t d = 0; d < sl.layout.sizes.size(); ++d) {
       slots += "  args.size[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.sizes[d]) + "; args.stride[" +
                S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.strides[d]) + ";\n";

@@ -77,14 +77,21 @@ void Planner::unsupported(const Node& n, const std::string& why) {
   FT_USER_ERROR("cannot lower " + n.op + " (" + (n.source.empty() ? n.name : n.source) + "): " + why);
 }
 
+// The dtype of value's elements in memory: a comparison's result that a kernel wrote is float 0 / 1
+// (see materialize); a bool the model gives (an input, a buffer) is one byte each.
+std::string Planner::memory_dtype(const std::string& value) const {
+  const ValueInfo& v = g_.value(value);
+  return v.dtype == "bool" && v.kind == "intermediate" ? "float32" : v.dtype;
+}
+
 void Planner::check_float(const std::string& value, const Node* n, bool int64_ok) {
   const ValueInfo& v = g_.value(value);
-  // A comparison's result that a kernel wrote is float 0 / 1 in memory (see materialize).
-  const bool written_bool = v.dtype == "bool" && v.kind == "intermediate";
-  if (v.dtype != "float32" && !(int64_ok && v.dtype == "int64") && !written_bool) {
+  const std::string dtype = memory_dtype(value);
+  if (dtype != "float32" && !(int64_ok && (dtype == "int64" || dtype == "bool"))) {
     const std::string where = n ? " (" + (n->source.empty() ? n->name : n->source) + ")" : "";
     FT_USER_ERROR("value " + value + " has dtype " + v.dtype + where +
-                  (int64_ok ? "; fusetune kernels read and write float32 tensors, and int64 ones in add, sub, mul and neg"
+                  (int64_ok ? "; fusetune kernels read and write float32 tensors, and int64 ones in add, sub, mul and neg "
+                              "(and read bool ones)"
                             : "; this op reads and writes float32 tensors only"));
   }
   if (v.shape.size() > (size_t)kMaxRank)
@@ -408,7 +415,7 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
 
 void Planner::add_step(int gi, const std::string& value, const std::string& op, Step step) {
   for (const auto& [v, l] : step.loaded_operands)
-    if (g_.value(l.base).dtype == "int64") groups_[gi].int64_values.insert(l.base);
+    if (const std::string dtype = memory_dtype(l.base); dtype != "float32") groups_[gi].typed_values[l.base] = dtype;
   groups_[gi].group.nodes.push_back(value);
   groups_[gi].group.ops.push_back(op);
   groups_[gi].steps.push_back(std::move(step));
@@ -490,10 +497,11 @@ Layout Planner::copy_to_memory(const Layout& src, const Node& n, const std::stri
   const int gi = new_group("elementwise", src.sizes);
   Step step{&n, next_var(), false, {}, {{src.base, src}}};
   step.node = nullptr;  // an identity step: the variable is the loaded operand
-  step.int64 = g_.value(src.base).dtype == "int64";
+  const bool int64 = memory_dtype(src.base) == "int64";
+  step.int64 = int64;
   const std::string var = step.var;
   add_step(gi, name, "copy", std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape, g_.value(src.base).dtype});
+  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape, int64 ? "int64" : "float32"});  // a bool as 0 / 1
   memory_[name] = Layout::contiguous(name, shape);
   producer_[name] = gi;
   return memory_[name];
@@ -629,7 +637,7 @@ Group Group::from_json(const json& j) {
   return g;
 }
 
-int64_t dtype_bytes(const std::string& dtype) { return dtype == "int64" ? 8 : 4; }
+int64_t dtype_bytes(const std::string& dtype) { return dtype == "int64" ? 8 : dtype == "bool" ? 1 : 4; }
 
 json Plan::to_json() const {
   json j;

@@ -87,7 +87,9 @@ std::vector<int64_t> without_unit_dims(const std::vector<int64_t>& shape);
 
 struct Building {
   Group group;
-  std::set<std::string> int64_values;  // values of int64 dtype the group reads
+  // Values the group reads from memory in another dtype than float32: int64, or bool (inputs and
+  // state of the model; a bool the kernels computed is written as float 0 / 1).
+  std::map<std::string, std::string> typed_values;
   std::vector<Step> steps;
   Layout a, b;  // gemm operands
   RowInfo row;  // family "reduce" only

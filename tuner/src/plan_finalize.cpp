@@ -38,7 +38,10 @@ Group finalize_group(Building& b) {
     gr.slots.push_back(Slot{b.a, Access::Operand});
     gr.slots.push_back(Slot{b.b, Access::Operand});
   }
-  auto dtype_of = [&](const std::string& value) { return b.int64_values.count(value) ? "int64" : "float32"; };
+  auto dtype_of = [&](const std::string& value) {
+    const auto it = b.typed_values.find(value);
+    return it == b.typed_values.end() ? std::string("float32") : it->second;
+  };
   auto slot_of = [&](const Layout& l, Access access) {
     for (size_t i = 0; i < gr.slots.size(); ++i)
       if (gr.slots[i].access == access && gr.slots[i].layout == l) return (int)i;
@@ -50,7 +53,7 @@ Group finalize_group(Building& b) {
   // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
   // int64 input (the templates load Full slots as floats).
   auto full = [&](const Step& s, const Layout& l) {
-    return !s.pool && s.cat.empty() && l.is_contiguous() && l.numel() == numel && !b.int64_values.count(l.base);
+    return !s.pool && s.cat.empty() && l.is_contiguous() && l.numel() == numel && !b.typed_values.count(l.base);
   };
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
@@ -73,9 +76,10 @@ Group finalize_group(Building& b) {
     for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
       if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
     const int s = slot_of(l, Access::Strided);
-    const std::string ptr = b.int64_values.count(l.base) ? "reinterpret_cast<const long long*>(a.ptr[" + std::to_string(s) + "])"
-                                                           : "a.ptr[" + std::to_string(s) + "]";
-    return ptr + "[" + offset_expr(l, "idx") + "]";
+    const std::string dtype = dtype_of(l.base), at = "[" + offset_expr(l, "idx") + "]", slot = "a.ptr[" + std::to_string(s) + "]";
+    if (dtype == "int64") return "reinterpret_cast<const long long*>(" + slot + ")" + at;
+    if (dtype == "bool") return "(float)reinterpret_cast<const unsigned char*>(" + slot + ")" + at;  // 0 / 1, as comparisons give
+    return slot + at;
   };
   std::string body;
   for (const Step& s : b.steps) {

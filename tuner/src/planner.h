@@ -37,6 +37,7 @@ class Planner {
   [[noreturn]] void unsupported(const Node& n, const std::string& why);
 
   void check_float(const std::string& value, const Node* n, bool int64_ok = false);
+  std::string memory_dtype(const std::string& value) const;
 
   // A value read from memory by node n: only float32 tensors can be read by the kernels.
   const Layout& operand(const std::string& v, const Node& n, bool int64_ok = false);

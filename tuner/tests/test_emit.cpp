@@ -220,21 +220,31 @@ TEST(Emit, StateUpdates) {
 }
 
 // Numbers get_inputs() gives are baked into the graph by torch.export: ModelNew's forward takes
-// them in their places and refuses other values, as the exported program's guard does.
-TEST(Emit, NumberInputsAreBakedInAndChecked) {
+// them in their places and refuses other values, as the exported program's guard does. A bool
+// mask input reaches its kernel as one byte per element; the extension builds.
+TEST(Emit, NumberAndBoolInputsBuild) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_scalar_input.py");
   ASSERT_EQ(cap.plan.groups.size(), 1u);
-  EXPECT_NE(cap.plan.groups[0].op_struct.find("const float v0 = (x[0] * 2.5f);\n    const float v1 = (v0 + 3.0f);"), std::string::npos) << cap.plan.groups[0].op_struct;
-  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}}});
+  EXPECT_NE(cap.plan.groups[0].op_struct.find("const float v0 = (x[0] * 2.5f);\n    const float v1 = (v0 + 3.0f);"),
+            std::string::npos)
+      << cap.plan.groups[0].op_struct;
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}}};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string model_new = read_file(path_join(cap.o.out, "model_new.py"));
-  EXPECT_NE(model_new.find("    def forward(self, x, s, k):\n"
+  EXPECT_NE(model_new.find("    def forward(self, x, s, k, mask):\n"
                            "        if s != 2.5:\n"
                            "            raise ValueError(\"ModelNew was tuned for s = 2.5 (get_inputs() of the tuned run); it was "
                            "called with %r. Run fusetune again for this value.\" % (s,))\n"
                            "        if k != 3:\n"),
             std::string::npos)
       << model_new;
-  EXPECT_NE(model_new.find("= cuda_extension.g0(x)\n"), std::string::npos) << model_new;
+  EXPECT_NE(model_new.find("= cuda_extension.g0(x, mask)\n"), std::string::npos) << model_new;
+  const std::string binding = read_file(path_join(cap.o.out, "extension/kernels/g0_binding.cpp"));
+  EXPECT_NE(binding.find("fusetune::check_input(mask, \"mask\", {5, 7}, torch::kBool);"), std::string::npos) << binding;
+  EXPECT_NE(binding.find("reinterpret_cast<float*>(mask.data_ptr<bool>() + 0);"), std::string::npos) << binding;
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
 }
 
 // BatchNorm in training mode: int64 counters and running statistics that the bindings store into

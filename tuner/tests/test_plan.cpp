@@ -1077,6 +1077,30 @@ TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
   expect_refusal(bad.build({"c"}), "value i has dtype int64");
 }
 
+// A bool mask the model is given is read one byte per element, as 0 / 1 like a comparison's
+// result; a copy of it (a view strides cannot express) is written as float 0 / 1, as kernels
+// write every bool; row kernels, which load floats only, read the masked product from memory.
+TEST(Plan, BoolInputsAreReadAsBytes) {
+  G b;
+  b.value("x", {4, 6}, "input").value("mask", {4, 6}, "input", "bool").value("y", {24}, "input");
+  b.node("m", "aten.mul.Tensor", {G::ref("x"), G::ref("mask")}, {4, 6});
+  b.node("c", "aten.cumsum.default", {G::ref("m"), 1}, {4, 6});
+  b.node("t", "aten.permute.default", {G::ref("mask"), json::array({1, 0})}, {6, 4}).values_dtype("t", "bool");
+  b.node("v", "aten.view.default", {G::ref("t"), json::array({24})}, {24}).values_dtype("v", "bool");
+  b.node("w", "aten.where.self", {G::ref("v"), G::ref("y"), 0.0}, {24});
+  const Plan p = plan_graph(b.build({"c", "w"}));
+  ASSERT_EQ(p.groups.size(), 4u);
+  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"m"}));
+  EXPECT_EQ(p.groups[0].slots.at(1).dtype, "bool");
+  EXPECT_NE(p.groups[0].op_struct.find("(x[0] * (float)reinterpret_cast<const unsigned char*>(a.ptr[1])[((long long)(unsigned)idx)])"),
+            std::string::npos)
+      << p.groups[0].op_struct;
+  EXPECT_EQ(p.groups[1].family, "reduce");
+  EXPECT_EQ(p.groups[2].nodes, (std::vector<std::string>{"t"}));  // the copy, read through the view
+  EXPECT_EQ(p.groups[2].outputs.at(0).dtype, "float32");
+  EXPECT_NE(p.groups[3].op_struct.find("(x[0] != 0.f ? x[1] : 0.0f)"), std::string::npos) << p.groups[3].op_struct;
+}
+
 // torch.export keeps dropout only in training mode with p > 0 (else it is a clone): refused with
 // the reason and the way out, not as an op with several outputs.
 TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {

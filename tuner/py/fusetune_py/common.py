@@ -125,9 +125,9 @@ def build_model_and_inputs(module, seed):
 
 
 def check_input_dtypes(base, inputs):
-    """float32 tensors, and int64 ones (indices, targets), which the planner lets elementwise ops
-    read and says so where another op would need them; and Python numbers, which torch.export
-    bakes into the graph (ModelNew then checks that it is called with the same ones)."""
+    """float32 tensors, and int64 and bool ones (indices, targets, masks), which the planner lets
+    elementwise ops read and says so where another op would need them; and Python numbers, which
+    torch.export bakes into the graph (ModelNew then checks that it is called with the same ones)."""
     for i, x in enumerate(inputs):
         if isinstance(x, (bool, int, float)):
             if not math.isfinite(x):
@@ -135,9 +135,9 @@ def check_input_dtypes(base, inputs):
             continue
         if not isinstance(x, torch.Tensor):
             raise UserError(f"{base}: input {i} is {type(x).__name__}, not a tensor or a number; "
-                            "fusetune supports float32 and int64 tensors and Python numbers only")
-        if x.dtype not in (torch.float32, torch.int64):
-            raise UserError(f"{base}: input {i} has dtype {x.dtype}; fusetune supports float32 and int64 tensors only")
+                            "fusetune supports float32, int64 and bool tensors and Python numbers only")
+        if x.dtype not in (torch.float32, torch.int64, torch.bool):
+            raise UserError(f"{base}: input {i} has dtype {x.dtype}; fusetune supports float32, int64 and bool tensors only")
 
 
 def sha256_file(path):

@@ -154,10 +154,10 @@ def get_init_inputs():
 
 @pytest.mark.parametrize("body, message", [
     (_model("return x", "[torch.randn(3), torch.arange(3).to(torch.int32)]"),
-     "error: model.py: input 1 has dtype torch.int32; fusetune supports float32 and int64 tensors only"),
+     "error: model.py: input 1 has dtype torch.int32; fusetune supports float32, int64 and bool tensors only"),
     (_model("return x", "[torch.randn(3), 'a']"),
      "error: model.py: input 1 is str, not a tensor or a number; "
-     "fusetune supports float32 and int64 tensors and Python numbers only"),
+     "fusetune supports float32, int64 and bool tensors and Python numbers only"),
     (_model("return x * rest[0]", "[torch.randn(3), float('nan')]"),
      "error: model.py: input 1 is nan; fusetune supports finite numbers only"),
     (_model("return x", "torch.randn(3)"), "error: model.py: get_inputs() must return a list, got Tensor"),

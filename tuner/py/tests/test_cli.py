@@ -177,6 +177,7 @@ GPU_FAMILY_PLANS = {
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
     "gemm_tma_forms.py": ["gemm"] * 5,
+    "bool_masks.py": ["elementwise", "reduce", "gemm"],
     "cat_forms.py": ["elementwise", "reduce", "elementwise", "elementwise", "elementwise", "elementwise", "elementwise"],
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
