@@ -280,9 +280,11 @@ void Planner::add_cat(const Node& n, const ValueInfo& out) {
   if (start != out.shape[dim]) unsupported(n, "the parts do not add up to the result");
   int target = -1;
   for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape))
+    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
+        has_room(gi, (int)step.loaded_operands.size(), true))
       target = gi;
   if (target < 0) target = new_group("elementwise", out.shape);
+  else ++groups_[target].chains;
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));
 }
@@ -351,16 +353,26 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
     else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
   }
   const bool int64 = out.dtype == "int64";
+  // Operands the step would load in group gi (those not in its registers).
+  auto loads_into = [&](int gi) {
+    int loads = 0;
+    for (const auto& [pos, v] : operands)
+      if (!index_values_.count(v) && !(fused_.count(v) && fused_.at(v).group == gi)) ++loads;
+    return loads;
+  };
+  bool new_chain = false;  // no operand in the group's registers: the step starts a chain there
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
     if (!int64 && !reads_index && target > latest_producer && join_row(target, n, out, operands)) return;
     target = -1;  // a new group, reading the row group's values from memory
   } else if (target < 0) {  // no fused operand: join the latest group over the same elements
+    new_chain = true;
     for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
-      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape)) target = gi;
+      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, loads_into(gi), true)) target = gi;
   }
-  const bool join = target >= 0 && target > latest_producer &&
-                    numel_of(out.shape) == groups_[target].group.numel();
+  const bool join = target >= 0 && target > latest_producer && numel_of(out.shape) == groups_[target].group.numel() &&
+                    has_room(target, loads_into(target), new_chain);
+  if (join && new_chain) ++groups_[target].chains;
   if (!join) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.int64 = int64;
@@ -445,9 +457,11 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
   if (!pool) unsupported(n, why);
   int target = -1;
   for (int gi = (int)groups_.size() - 1; gi > producer_.at(in.base) && target < 0; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape))
+    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
+        has_room(gi, 1, true))
       target = gi;
   if (target < 0) target = new_group("elementwise", out.shape);
+  else ++groups_[target].chains;
   Step step{&n, next_var(), false, {}, {{v, in}}};
   step.pool = std::move(*pool);
   fused_[value] = Fused{target, step.var, out.shape};
@@ -459,6 +473,19 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
 void Planner::check_result(const Node& n, const ValueInfo& out) {
   if (out.dtype == "bool" && out.shape.size() <= (size_t)kMaxRank) return;
   check_float(n.name, &n, is_int64_op(n.op) || is_arg_reduction(n.op));
+}
+
+// Counted as the tensors it loads so far, a matrix product's two operands, and an output for each
+// of its chains or each value written already, whichever is more.
+bool Planner::has_room(int gi, int loads, bool new_chain) const {
+  const Building& b = groups_[gi];
+  std::vector<Layout> loaded;
+  for (const Step& s : b.steps)
+    for (const auto& [v, l] : s.loaded_operands)
+      if (std::find(loaded.begin(), loaded.end(), l) == loaded.end()) loaded.push_back(l);
+  const int operands = b.group.family == "elementwise" ? 0 : 2;
+  const int outputs = std::max(b.chains, (int)b.group.outputs.size());
+  return operands + (int)loaded.size() + outputs + loads + (new_chain ? 1 : 0) <= kMaxSlots;
 }
 
 int Planner::new_group(const std::string& family, const std::vector<int64_t>& shape) {

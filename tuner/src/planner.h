@@ -135,6 +135,10 @@ class Planner {
 
   int new_group(const std::string& family, const std::vector<int64_t>& shape);
 
+  // Whether group gi (not a row group) can take a step that loads `loads` more tensors (and
+  // starts a chain of its own, whose value will be written: new_chain) within a kernel's kMaxSlots.
+  bool has_room(int gi, int loads, bool new_chain) const;
+
   std::string next_var() { return "v" + std::to_string(var_count_++); }
 
   // Makes a fused value an output of its group so that later groups read it from memory.

@@ -1101,6 +1101,27 @@ TEST(Plan, BoolInputsAreReadAsBytes) {
   EXPECT_NE(p.groups[3].op_struct.find("(x[0] != 0.f ? x[1] : 0.0f)"), std::string::npos) << p.groups[3].op_struct;
 }
 
+// Independent chains over as many elements share a kernel only while its tensors fit: a network
+// with 20 BatchNorm layers in training mode has 20 counters (num_batches_tracked + 1), six a
+// group (each loads one tensor and writes one).
+TEST(Plan, IndependentChainsShareAKernelWhileTheyFit) {
+  G b;
+  std::vector<std::string> outs;
+  for (int i = 0; i < 20; ++i) {
+    const std::string n = "n" + std::to_string(i), a = "a" + std::to_string(i);
+    b.value(n, {}, "buffer", "int64");
+    b.node(a, "aten.add.Tensor", {G::ref(n), 1}, {}).values_dtype(a, "int64");
+    outs.push_back(a);
+  }
+  const Plan p = plan_graph(b.build(outs));
+  std::vector<size_t> sizes;
+  for (const Group& gr : p.groups) {
+    sizes.push_back(gr.nodes.size());
+    EXPECT_LE((int)gr.slots.size(), kMaxSlots);
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{6, 6, 6, 2}));
+}
+
 // torch.export keeps dropout only in training mode with p > 0 (else it is a clone): refused with
 // the reason and the way out, not as an op with several outputs.
 TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {
