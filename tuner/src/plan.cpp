@@ -116,6 +116,10 @@ void Planner::visit(const Node& n) {
   if (n.op == "aten.native_dropout.default")  // torch.export leaves it only where it keeps some elements
     unsupported(n, "dropout in training mode draws random numbers, which no kernel can match element for element; "
                    "tune the model in eval mode (self.eval() in its __init__) or with p = 0");
+  if (out.kind == "tuple" && (n.op == "aten.split_with_sizes.default" || n.op == "aten.split.Tensor")) {
+    tuples_[n.name] = &n;  // its parts are slices, taken where getitem takes them
+    return;
+  }
   if (out.kind == "tuple") unsupported(n, "ops with several outputs are not lowered yet");
   if (n.op == "getitem") return add_getitem(n, out);
   if (n.op == "aten.scalar_tensor.default" || n.op == "aten.full.default" || n.op == "aten.full_like.default")
@@ -438,9 +442,38 @@ void Planner::add_getitem(const Node& n, const ValueInfo& out) {
   const json& t = n.args.at(0);
   const auto it = is_value_ref(t) ? tuples_.find(value_ref(t)) : tuples_.end();
   if (it == tuples_.end()) unsupported(n, "getitem of this op is not lowered");
+  if (it->second->op == "aten.split_with_sizes.default" || it->second->op == "aten.split.Tensor")
+    return add_split_part(*it->second, n);
   if (!(is_number(n.args.at(1)) && number(n.args.at(1)) == 0))
     unsupported(*it->second, "the indices of max pooling are not lowered, only its values");
   add_pool(*it->second, n.name, out);
+}
+
+// Part k of split(x, sizes, dim) (getitem n) is x[..., start_k : start_k + sizes[k], ...] along dim:
+// planned as that slice (a view where x is one), under getitem's name.
+void Planner::add_split_part(const Node& split, const Node& n) {
+  const json& in = split.args.at(0);
+  const std::vector<int64_t>& shape = g_.value(value_ref(in)).shape;
+  const json& jdim = node_arg(split, 2, "dim");
+  int64_t dim = jdim.is_null() ? 0 : (int64_t)number(jdim);
+  if (dim < 0) dim += (int64_t)shape.size();
+  const json& k = n.args.at(1);
+  if (!is_number(k) || dim < 0 || dim >= (int64_t)shape.size()) unsupported(split, "expected a part index and a dimension");
+  std::vector<int64_t> sizes;
+  if (split.op == "aten.split.Tensor") {  // parts of split_size, the last one shorter
+    const int64_t size = (int64_t)number(split.args.at(1));
+    if (size <= 0) unsupported(split, "the split size must be positive");
+    for (int64_t at = 0; at < shape[dim]; at += size) sizes.push_back(std::min(size, shape[dim] - at));
+  } else {
+    sizes = split.args.at(1).get<std::vector<int64_t>>();
+  }
+  const int64_t part = (int64_t)number(k);
+  if (part < 0 || part >= (int64_t)sizes.size()) unsupported(split, "part index out of range");
+  int64_t start = 0;
+  for (int64_t i = 0; i < part; ++i) start += sizes[i];
+  synthetic_.push_back(Node{n.name, "aten.slice.Tensor", json::array({in, dim, start, start + sizes[part], 1}),
+                            json::object(), n.source});
+  visit(synthetic_.back());
 }
 
 // A pooling op (node n, producing `value`) is one value of an elementwise chain that reads its

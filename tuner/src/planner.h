@@ -2,6 +2,7 @@
 // anchors and pooling; plan_rows_join.cpp for row groups: reductions and scans with the chains
 // around them). Internal to planning.
 #pragma once
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -123,8 +124,10 @@ class Planner {
   // The step computing fused value v in group gi, if any.
   const Step* fused_step(int gi, const std::string& v) const;
 
-  // getitem(t, 0) of max pooling (which returns values and indices) is the pooling itself.
+  // getitem(t, 0) of max pooling (which returns values and indices) is the pooling itself;
+  // getitem(t, k) of a split its part k.
   void add_getitem(const Node& n, const ValueInfo& out);
+  void add_split_part(const Node& split, const Node& n);
 
   // A pooling op (node n, producing `value`) is one value of an elementwise chain that reads its
   // input's window from memory; the chain after it fuses as after any elementwise op.
@@ -158,7 +161,8 @@ class Planner {
   std::map<std::string, Layout> memory_;  // values readable from memory, as views of a base
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
   std::map<std::string, std::string> constants_;  // value -> literal (scalar_tensor, full, full_like)
-  std::map<std::string, const Node*> tuples_;     // max pooling with indices, until getitem
+  std::map<std::string, const Node*> tuples_;     // max pooling with indices or a split, until getitem
+  std::deque<Node> synthetic_;                    // ops planned in place of others (a split's part: a slice)
   struct Iota {
     std::string start, step;  // literals of the value's dtype
     std::string op;

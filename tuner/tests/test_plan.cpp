@@ -1122,6 +1122,33 @@ TEST(Plan, IndependentChainsShareAKernelWhileTheyFit) {
   EXPECT_EQ(sizes, (std::vector<size_t>{6, 6, 6, 2}));
 }
 
+// split (and chunk, which torch.export writes as split_with_sizes): each part a slice, read
+// through its view; a part of a fused value writes the value first.
+TEST(Plan, SplitPartsAreSlices) {
+  G b;
+  b.value("x", {4, 15}, "input");
+  b.node("s", "aten.split.Tensor", {G::ref("x"), 6, 1}, {});
+  b.node("t", "aten.split_with_sizes.default", {G::ref("x"), json::array({1, 3}), 0}, {});
+  for (const char* name : {"s", "t"}) b.values_dtype(name, "float32");
+  b.node("q", "getitem", {G::ref("s"), 0}, {4, 6});
+  b.node("v", "getitem", {G::ref("s"), 2}, {4, 3});
+  b.node("r", "getitem", {G::ref("t"), 1}, {3, 15});
+  b.node("y", "aten.mul.Tensor", {G::ref("q"), 2.0}, {4, 6});
+  b.node("z", "aten.neg.default", {G::ref("v")}, {4, 3});
+  b.node("w", "aten.relu.default", {G::ref("r")}, {3, 15});
+  Graph g = b.build({"y", "z", "w"});
+  for (const char* name : {"s", "t"}) g.values.at(name).kind = "tuple";
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 3u);
+  const Layout& q = p.groups[0].slots.at(0).layout;
+  EXPECT_EQ(q.sizes, (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(q.strides, (std::vector<int64_t>{15, 1}));
+  EXPECT_EQ(q.offset, 0);
+  EXPECT_EQ(p.groups[1].slots.at(0).layout.offset, 12);  // the last part: 3 columns from column 12
+  EXPECT_EQ(p.groups[1].slots.at(0).layout.sizes, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(p.groups[2].slots.at(0).layout.offset, 15);  // rows 1-3
+}
+
 // torch.export keeps dropout only in training mode with p > 0 (else it is a clone): refused with
 // the reason and the way out, not as an op with several outputs.
 TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {
