@@ -125,6 +125,7 @@ void Planner::visit(const Node& n) {
   if (n.op == "aten.scalar_tensor.default" || n.op == "aten.full.default" || n.op == "aten.full_like.default")
     return add_constant(n, out);
   if (n.op == "aten.cat.default") return add_cat(n, out);
+  if (n.op == "aten.constant_pad_nd.default") return add_pad(n, out);
   if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
   const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
   for (const auto& [pos, v] : tensor_operands(n))
@@ -286,6 +287,41 @@ void Planner::add_cat(const Node& n, const ValueInfo& out) {
   for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
     if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
         has_room(gi, (int)step.loaded_operands.size(), true))
+      target = gi;
+  if (target < 0) target = new_group("elementwise", out.shape);
+  else ++groups_[target].chains;
+  fused_[n.name] = Fused{target, step.var, out.shape};
+  add_step(target, n.name, n.op, std::move(step));
+}
+
+void Planner::add_pad(const Node& n, const ValueInfo& out) {
+  check_result(n, out);
+  const std::string in = value_ref(n.args.at(0));
+  const std::vector<int64_t> pad = node_arg(n, 1, "pad").get<std::vector<int64_t>>();
+  const json& fill = node_arg(n, 2, "value");
+  const int64_t rank = (int64_t)out.shape.size();
+  if (pad.size() % 2 != 0 || (int64_t)pad.size() > 2 * rank || !(fill.is_null() || is_number(fill)))
+    unsupported(n, "expected pairs of pads, at most two a dimension, and a number");
+  if (index_values_.count(in) && !memory_.count(in)) materialize_index(in);
+  if (constants_.count(in)) unsupported(n, "padding a constant is not lowered");
+  if (fused_.count(in)) materialize(in);  // read at other elements than the result's
+  const Layout& l = operand(in, n);
+  Step step{&n, next_var(), false, {}, {{in, Layout{l.base, out.shape, l.strides, l.offset}}}};
+  step.pad_value = float_literal(fill.is_null() ? 0.0 : number(fill));
+  for (size_t i = 0; i < pad.size() / 2; ++i) {  // pairs from the last dimension backwards
+    const int64_t d = rank - 1 - (int64_t)i, low = pad[2 * i];
+    if (low == 0 && pad[2 * i + 1] == 0) continue;
+    Layout coordinate{"", out.shape, std::vector<int64_t>(rank, 0), 0};
+    coordinate.strides[d] = 1;
+    step.pad_inside += std::string(step.pad_inside.empty() ? "" : " && ") + "(unsigned long long)(" +
+                       offset_expr(coordinate, "idx") + " - " + std::to_string(low) + "LL) < " + std::to_string(l.sizes[d]) + "ULL";
+    step.pad_shift += low * l.strides[d];
+  }
+  if (step.pad_inside.empty()) step.pad_inside = "true";
+  int target = -1;
+  for (int gi = (int)groups_.size() - 1; gi > producer_.at(l.base) && target < 0; --gi)
+    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
+        has_room(gi, 1, true))
       target = gi;
   if (target < 0) target = new_group("elementwise", out.shape);
   else ++groups_[target].chains;

@@ -58,6 +58,10 @@ struct Step {
   };
   std::vector<CatPart> cat = {};
   std::string cat_at = {};
+  // constant_pad_nd (elementwise groups only): its one loaded operand (the input's strides over
+  // the result's sizes) read `pad_shift` elements back where pad_inside holds, else pad_value.
+  std::string pad_inside = {}, pad_value = {};
+  int64_t pad_shift = 0;
 };
 
 // A reduction of a row group, accumulated during pass `pass` over the row's elements from its

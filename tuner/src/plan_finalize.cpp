@@ -53,7 +53,7 @@ Group finalize_group(Building& b) {
   // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
   // int64 input (the templates load Full slots as floats).
   auto full = [&](const Step& s, const Layout& l) {
-    return !s.pool && s.cat.empty() && l.is_contiguous() && l.numel() == numel && !b.typed_values.count(l.base);
+    return !s.pool && s.cat.empty() && s.pad_inside.empty() && l.is_contiguous() && l.numel() == numel && !b.typed_values.count(l.base);
   };
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
@@ -101,6 +101,10 @@ Group finalize_group(Building& b) {
         }
         expr = expr.empty() ? value : "(" + at + " < " + std::to_string(part.end) + "LL ? " + value + " : " + expr + ")";
       }
+    } else if (!s.pad_inside.empty()) {  // the input where the coordinates fall inside it
+      const Layout& l = s.loaded_operands.begin()->second;
+      expr = "(" + s.pad_inside + " ? a.ptr[" + std::to_string(slot_of(l, Access::Strided)) + "][" + offset_expr(l, "idx") +
+             " - " + std::to_string(s.pad_shift) + "LL] : " + s.pad_value + ")";
     } else if (!s.node) {
       expr = load_expr(s.loaded_operands.begin()->second);
     } else if (s.pool) {

@@ -62,6 +62,9 @@ class Planner {
   // torch.cat: an elementwise step over the result picking, by the coordinate along the
   // concatenated dimension, the part it falls in, read from memory (or a constant).
   void add_cat(const Node& n, const ValueInfo& out);
+  // constant_pad_nd (F.pad with a constant): an elementwise step over the result reading the
+  // input where the coordinates fall inside it, the constant elsewhere.
+  void add_pad(const Node& n, const ValueInfo& out);
 
   // Tensor operands of n that live in a group or in memory (constants are inlined instead).
   std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n);

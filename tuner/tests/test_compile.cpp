@@ -82,9 +82,9 @@ TEST(Compile, EveryElementwiseInstanceWithAGather) {
   compile_space(p.groups[0], Compiler(templates(), "sm_90", temp_dir("gather")));
 }
 
-// Index values and concatenation: an arange mask in a matrix product's epilogue (triu), a
-// float arange broadcast over rows, an int64 arange written out for a gather, a cat with a
-// constant part.
+// Index values, concatenation and padding: an arange mask in a matrix product's epilogue (triu),
+// a float arange broadcast over rows, an int64 arange written out for a gather, a cat with a
+// constant part, a pad that crops one side.
 TEST(Compile, EveryInstanceWithAranges) {
   G b;
   b.value("a", {9, 5}, "input").value("b", {5, 11}, "input").value("x", {7, 9}, "input");
@@ -103,8 +103,9 @@ TEST(Compile, EveryInstanceWithAranges) {
   b.node("rev", "aten.gather.default", {G::ref("x"), 1, G::ref("idx")}, {7, 9});
   b.node("zero", "aten.full_like.default", {G::ref("x"), 0}, {7, 9});
   b.node("cat", "aten.cat.default", {json::array({G::ref("zero"), G::ref("w"), G::ref("x")}), 1}, {7, 27});
-  const Plan p = plan_graph(b.build({"triu", "rev", "cat"}));
-  ASSERT_EQ(p.groups.size(), 5u);  // gemm + mask; w; idx; rev; cat
+  b.node("pad", "aten.constant_pad_nd.default", {G::ref("x"), json::array({-1, 2, 1, 0}), 0.5}, {8, 10});
+  const Plan p = plan_graph(b.build({"triu", "rev", "cat", "pad"}));
+  ASSERT_EQ(p.groups.size(), 6u);  // gemm + mask; w; idx; rev; cat; pad
   for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("arange")));
 }
 

@@ -1149,6 +1149,25 @@ TEST(Plan, SplitPartsAreSlices) {
   EXPECT_EQ(p.groups[2].slots.at(0).layout.offset, 15);  // rows 1-3
 }
 
+// F.pad with a constant: the input read where the coordinates fall inside it (shifted back by the
+// low pads), the constant elsewhere; a negative pad crops.
+TEST(Plan, ConstantPadReadsInsideTheInputOnly) {
+  G b;
+  b.value("x", {3, 4, 5}, "input");
+  b.node("p", "aten.constant_pad_nd.default", {G::ref("x"), json::array({1, 2, 0, 3}), 0.5}, {3, 7, 8});
+  b.node("c", "aten.constant_pad_nd.default", {G::ref("x"), json::array({-1, 1})}, {3, 4, 5});
+  const Plan p = plan_graph(b.build({"p", "c"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_NE(p.groups[0].op_struct.find("const float v0 = ((unsigned long long)(((long long)((unsigned)idx % 8u)) - 1LL) < 5ULL && "
+                                       "(unsigned long long)(((long long)(((unsigned)idx / 8u) % 7u)) - 0LL) < 4ULL ? "
+                                       "a.ptr[0][((long long)((unsigned)idx / 56u) * 20 + (long long)(((unsigned)idx / 8u) % 7u) * 5 + "
+                                       "(long long)((unsigned)idx % 8u)) - 1LL] : 0.5f);"),
+            std::string::npos)
+      << p.groups[0].op_struct;
+  EXPECT_NE(p.groups[1].op_struct.find(" - -1LL] : 0.0f);"), std::string::npos) << p.groups[1].op_struct;
+  EXPECT_EQ(p.groups[0].slots.at(0).access, Access::Strided);
+}
+
 // torch.export keeps dropout only in training mode with p > 0 (else it is a clone): refused with
 // the reason and the way out, not as an op with several outputs.
 TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {

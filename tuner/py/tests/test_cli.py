@@ -178,7 +178,7 @@ GPU_FAMILY_PLANS = {
     "conv_forms.py": ["conv"] * 6,
     "gemm_tma_forms.py": ["gemm"] * 5,
     "bool_masks.py": ["elementwise", "reduce", "gemm"],
-    "cat_forms.py": ["elementwise", "reduce", "elementwise", "elementwise", "elementwise", "elementwise", "elementwise"],
+    "cat_forms.py": ["elementwise", "reduce"] + ["elementwise"] * 8,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
