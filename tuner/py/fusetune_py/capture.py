@@ -319,7 +319,33 @@ def export_graph(model, inputs, base):
     except Exception as e:
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
     push_gathers(ep.graph_module)
+    reuse_cat_prefixes(ep.graph_module)
     return ep
+
+
+def reuse_cat_prefixes(gm):
+    """A cat whose first parts are an earlier cat's, along the same dimension, reads that cat in
+    their place: cat([a, b, c], 1) after d = cat([a, b], 1) becomes cat([d, c], 1), the same
+    values and bytes. A dense block's growing concatenations become pairs (a kernel reads at most
+    a dozen tensors)."""
+    graph = gm.graph
+    cats = []  # (node, dim, its parts as the model wrote them)
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+            continue
+        parts = list(node.args[0])
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        dim %= node.meta["val"].dim()
+        best = None
+        for earlier, earlier_dim, earlier_parts in cats:
+            n = len(earlier_parts)
+            if earlier_dim == dim and 1 < n < len(parts) and parts[:n] == earlier_parts and (best is None or n > len(best[2])):
+                best = (earlier, earlier_dim, earlier_parts)
+        if best is not None:
+            node.args = ([best[0]] + parts[len(best[2]):],) + tuple(node.args[1:])
+        cats.append((node, dim, parts))
+    graph.lint()
+    gm.recompile()
 
 
 def _pushable(gather):

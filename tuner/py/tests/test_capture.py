@@ -334,3 +334,24 @@ def test_number_inputs_are_baked_in_and_recorded(cli, write_model, tmp_path):
     assert scalars == {"rest_0": {"shape": [], "strides": [], "dtype": "float", "kind": "scalar_input", "index": 1, "value": 2.5},
                        "rest_1": {"shape": [], "strides": [], "dtype": "int", "kind": "scalar_input", "index": 2, "value": 3}}
     assert [n["args"][1] for n in g["nodes"]] == [2.5, 3]
+
+
+def test_growing_concatenations_read_the_previous_one():
+    # A dense block: each cat of the features so far becomes the previous cat plus the new part.
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            features = [x]
+            for i in range(4):
+                features.append(torch.relu(torch.cat(features, 1)[:, :2] * (i + 1)))
+            other = torch.cat([x, y], 0)  # another dimension: its parts stay
+            return torch.cat(features, 1), other, torch.cat([x, features[1]], 0)
+
+    x, y = torch.randn(3, 2), torch.randn(5, 2)
+    ep = capture.export_graph(M(), (x, y), "m.py")
+    cats = [n for n in ep.graph.nodes if n.target is torch.ops.aten.cat.default]
+    # cat([x]), then each cat of the features the previous one and the newest; [x, y] and
+    # [x, features[1]] along 0 share no earlier cat's parts along 0.
+    assert [len(c.args[0]) for c in cats] == [1, 2, 2, 2, 2, 2, 2], [c.args for c in cats]
+    assert [c.args[0][0].name for c in cats[2:4]] == [cats[1].name, cats[2].name]
+    for got, want in zip(ep.module()(x, y), M()(x, y)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
