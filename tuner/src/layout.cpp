@@ -80,7 +80,7 @@ const std::set<std::string> kViewOps = {
     "aten.view.default",     "aten._unsafe_view.default", "aten.reshape.default", "aten.permute.default",
     "aten.t.default",        "aten.transpose.int",        "aten.expand.default",  "aten.unsqueeze.default",
     "aten.squeeze.dim",      "aten.squeeze.dims",         "aten.squeeze.default", "aten.slice.Tensor",
-    "aten.select.int",       "aten.flip.default"};
+    "aten.select.int",       "aten.flip.default",         "aten.unfold.default"};
 
 // PyTorch's computeStride: strides for viewing (sizes, strides) as new_sizes without a copy.
 std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& sizes,
@@ -188,6 +188,14 @@ std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vec
     r.offset += idx * in.strides[d];
     r.sizes.erase(r.sizes.begin() + d);
     r.strides.erase(r.strides.begin() + d);
+  } else if (op == "aten.unfold.default") {  // windows of `size` every `step` along d, in a new last dimension
+    const int64_t d = wrap_dim(n.args.at(1).get<int64_t>(), rank), size = n.args.at(2).get<int64_t>(),
+                  step = n.args.at(3).get<int64_t>();
+    if (rank == 0 || size < 1 || step < 1 || size > in.sizes[d]) return std::nullopt;
+    r.sizes[d] = (in.sizes[d] - size) / step + 1;
+    r.strides[d] = in.strides[d] * step;
+    r.sizes.push_back(size);
+    r.strides.push_back(in.strides[d]);
   } else if (op == "aten.flip.default") {  // a negative stride from the last element on
     for (int64_t d : node_arg(n, 1, "dims").get<std::vector<int64_t>>()) {
       d = wrap_dim(d, rank);

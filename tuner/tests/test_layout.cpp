@@ -46,6 +46,16 @@ TEST(Layout, TransposeExpandUnsqueezeSlice) {
   EXPECT_EQ(se->strides, (std::vector<int64_t>{15, 1}));
 }
 
+// unfold(d, size, step): windows along d as a new last dimension (ViT's patches), as torch's
+// x.unfold gives: sizes [2, 3, 5, 3] and strides [40, 10, 1, 5] for x [2, 8, 5].unfold(1, 3, 2).
+TEST(Layout, UnfoldIsAView) {
+  const Layout base = Layout::contiguous("x", {2, 8, 5});
+  auto u = apply_view(view_node("aten.unfold.default", json::array({{{"value", "x"}}, 1, 3, 2})), base, {2, 3, 5, 3});
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->strides, (std::vector<int64_t>{40, 10, 1, 5}));
+  EXPECT_FALSE(apply_view(view_node("aten.unfold.default", json::array({{{"value", "x"}}, 1, 9, 1})), base, {2, 0, 5, 9}));
+}
+
 TEST(Layout, BroadcastTo) {
   const Layout bias = Layout::contiguous("b", {7});
   auto r = broadcast_to(bias, {3, 7});
