@@ -292,10 +292,22 @@ def _min_dim(x, dim, keepdim=False):
     return torch.amin(x, dim, keepdim), torch.argmin(x, dim, keepdim)
 
 
+def _any(x, dim=None, keepdim=False):
+    """any over dimensions (all of them by default): the maximum of x != 0, as floats, is not 0."""
+    dims = list(range(x.dim())) if dim is None else dim
+    return torch.amax((x != 0).to(torch.float32), dims, keepdim) != 0
+
+
+def _all(x, dim=None, keepdim=False):
+    dims = list(range(x.dim())) if dim is None else dim
+    return torch.amin((x != 0).to(torch.float32), dims, keepdim) != 0
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
-    max and min over a dimension as their value and index reductions."""
+    max and min over a dimension as their value and index reductions, any and all as a float
+    maximum and minimum."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -309,6 +321,10 @@ def decompositions():
     table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
     table[torch.ops.aten.max.dim] = _max_dim
     table[torch.ops.aten.min.dim] = _min_dim
+    for op in (torch.ops.aten.any.dim, torch.ops.aten.any.dims, torch.ops.aten.any.default):
+        table[op] = _any
+    for op in (torch.ops.aten.all.dim, torch.ops.aten.all.default):
+        table[op] = _all
     return table
 
 

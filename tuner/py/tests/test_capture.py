@@ -355,3 +355,21 @@ def test_growing_concatenations_read_the_previous_one():
     assert [c.args[0][0].name for c in cats[2:4]] == [cats[1].name, cats[2].name]
     for got, want in zip(ep.module()(x, y), M()(x, y)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_any_and_all_are_float_extremes():
+    # any / all (a masked softmax's guard against rows that are all masked) as amax / amin of
+    # x != 0, which the planner lowers; over a dimension, several, or all.
+    class M(torch.nn.Module):
+        def forward(self, x):
+            masked = x > 0.5
+            return (torch.where(masked.any(-1, keepdim=True), x, 0.0), masked.all(dim=0), (x != 0).any(),
+                    masked.all())
+
+    x = torch.rand(5, 7)
+    x[2] = 0.0  # a row with nothing above 0.5
+    ep = capture.export_graph(M(), (x,), "m.py")
+    ops = {n.target for n in ep.graph.nodes if n.op == "call_function"}
+    assert not ops & {torch.ops.aten.any.dim, torch.ops.aten.any.default, torch.ops.aten.all.dim, torch.ops.aten.all.default}
+    for got, want in zip(ep.module()(x), M()(x)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
