@@ -283,13 +283,7 @@ void Planner::add_cat(const Node& n, const ValueInfo& out) {
     start = end;
   }
   if (start != out.shape[dim]) unsupported(n, "the parts do not add up to the result");
-  int target = -1;
-  for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
-        has_room(gi, (int)step.loaded_operands.size(), true))
-      target = gi;
-  if (target < 0) target = new_group("elementwise", out.shape);
-  else ++groups_[target].chains;
+  const int target = chain_group(out.shape, latest_producer, (int)step.loaded_operands.size());
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));
 }
@@ -318,13 +312,7 @@ void Planner::add_pad(const Node& n, const ValueInfo& out) {
     step.pad_shift += low * l.strides[d];
   }
   if (step.pad_inside.empty()) step.pad_inside = "true";
-  int target = -1;
-  for (int gi = (int)groups_.size() - 1; gi > producer_.at(l.base) && target < 0; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
-        has_room(gi, 1, true))
-      target = gi;
-  if (target < 0) target = new_group("elementwise", out.shape);
-  else ++groups_[target].chains;
+  const int target = chain_group(out.shape, producer_.at(l.base), 1);
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));
 }
@@ -524,13 +512,7 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
   std::string why;
   auto pool = pool_of(n, in.sizes, out.shape, why);
   if (!pool) unsupported(n, why);
-  int target = -1;
-  for (int gi = (int)groups_.size() - 1; gi > producer_.at(in.base) && target < 0; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(out.shape) &&
-        has_room(gi, 1, true))
-      target = gi;
-  if (target < 0) target = new_group("elementwise", out.shape);
-  else ++groups_[target].chains;
+  const int target = chain_group(out.shape, producer_.at(in.base), 1);
   Step step{&n, next_var(), false, {}, {{v, in}}};
   step.pool = std::move(*pool);
   fused_[value] = Fused{target, step.var, out.shape};
@@ -555,6 +537,16 @@ bool Planner::has_room(int gi, int loads, bool new_chain) const {
   const int operands = b.group.family == "elementwise" ? 0 : 2;
   const int outputs = std::max(b.chains, (int)b.group.outputs.size());
   return operands + (int)loaded.size() + outputs + loads + (new_chain ? 1 : 0) <= kMaxSlots;
+}
+
+int Planner::chain_group(const std::vector<int64_t>& shape, int after, int loads) {
+  for (int gi = (int)groups_.size() - 1; gi > after; --gi)
+    if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(shape) &&
+        has_room(gi, loads, true)) {
+      ++groups_[gi].chains;
+      return gi;
+    }
+  return new_group("elementwise", shape);
 }
 
 int Planner::new_group(const std::string& family, const std::vector<int64_t>& shape) {

@@ -144,6 +144,9 @@ class Planner {
   // Whether group gi (not a row group) can take a step that loads `loads` more tensors (and
   // starts a chain of its own, whose value will be written: new_chain) within a kernel's kMaxSlots.
   bool has_room(int gi, int loads, bool new_chain) const;
+  // The group a step that loads `loads` tensors and reads memory written by group `after` starts
+  // a chain in: the latest elementwise group over as many elements after it with room, else a new one.
+  int chain_group(const std::vector<int64_t>& shape, int after, int loads);
 
   std::string next_var() { return "v" + std::to_string(var_count_++); }
 
