@@ -117,7 +117,8 @@ int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, co
   for (const std::string& node : b.group.nodes)
     if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
   for (const Step& s : b.steps)
-    if (s.pool || !s.node || s.gather_extent > 0) return -1;  // read by window, copied or gathered: not an element of the row
+    if (s.pool || !s.node || s.gather_extent > 0 || !s.cat.empty() || !s.pad_inside.empty())
+      return -1;  // read by window, copied, gathered, concatenated or padded: not an element of the row
   if (!b.typed_values.empty()) return -1;  // row kernels load floats only
   b.group.family = "reduce";
   b.row.domain = shape;

@@ -1071,6 +1071,19 @@ TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
             std::string::npos)
       << p.groups[1].op_struct;
 
+  // A reduction of a cat (GoogLeNet's pooling after its inception blocks) reads it from memory:
+  // a row kernel does not compute a cat step.
+  G reduced;
+  reduced.value("x", {4, 6}, "input");
+  reduced.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), 1}, {4, 12});
+  reduced.node("p", "aten.constant_pad_nd.default", {G::ref("x"), json::array({1, 1})}, {4, 8});
+  reduced.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("c"), json::array({1})}, {4});
+  reduced.node("t", "aten.sum.dim_IntList", std::vector<json>{G::ref("p"), json::array({1})}, {4});
+  const Plan r = plan_graph(reduced.build({"s", "t"}));
+  std::vector<std::string> families;
+  for (const Group& gr : r.groups) families.push_back(gr.family);
+  EXPECT_EQ(families, (std::vector<std::string>{"elementwise", "elementwise", "reduce", "reduce"}));
+
   G bad;
   bad.value("x", {4, 6}, "input").value("i", {4, 6}, "input", "int64");
   bad.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("i")})}, {8, 6});
