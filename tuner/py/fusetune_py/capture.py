@@ -336,7 +336,42 @@ def export_graph(model, inputs, base):
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
     push_gathers(ep.graph_module)
     reuse_cat_prefixes(ep.graph_module)
+    split_long_cats(ep.graph_module)
     return ep
+
+
+# The parts one cat kernel reads: fusetune's kernels take at most 12 tensors (kMaxSlots in
+# templates/fusetune_args.h), one of them the output.
+MAX_CAT_PARTS = 11
+
+
+def split_long_cats(gm):
+    """A cat of more parts than one kernel reads becomes a tree of cats over consecutive runs of at
+    most MAX_CAT_PARTS parts (an RNN's outputs stacked over its time steps): the same values, each
+    level one more pass over the bytes."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+            continue
+        level = list(node.args[0])
+        if len(level) <= MAX_CAT_PARTS:
+            continue
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        with graph.inserting_before(node):
+            while len(level) > MAX_CAT_PARTS:
+                runs = [level[i:i + MAX_CAT_PARTS] for i in range(0, len(level), MAX_CAT_PARTS)]
+                level = []
+                for run in runs:
+                    if len(run) == 1:
+                        level.append(run[0])
+                        continue
+                    part = graph.call_function(torch.ops.aten.cat.default, (run, dim))
+                    part.meta["val"] = torch.ops.aten.cat.default([r.meta["val"] for r in run], dim)
+                    part.meta["stack_trace"] = node.meta.get("stack_trace")
+                    level.append(part)
+        node.args = (level,) + tuple(node.args[1:])
+    graph.lint()
+    gm.recompile()
 
 
 def reuse_cat_prefixes(gm):

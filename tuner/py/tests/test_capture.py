@@ -373,3 +373,18 @@ def test_any_and_all_are_float_extremes():
     assert not ops & {torch.ops.aten.any.dim, torch.ops.aten.any.default, torch.ops.aten.all.dim, torch.ops.aten.all.default}
     for got, want in zip(ep.module()(x), M()(x)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_long_cats_become_trees_a_kernel_can_read():
+    # An RNN's outputs stacked over 30 steps: cats of at most MAX_CAT_PARTS parts, two levels.
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.cat([x * i for i in range(30)], 1), torch.cat([x, x], 0)
+
+    x = torch.randn(3, 2)
+    ep = capture.export_graph(M(), (x,), "m.py")
+    cats = [n for n in ep.graph.nodes if n.target is torch.ops.aten.cat.default]
+    assert sorted(len(c.args[0]) for c in cats) == [2, 3, 8, 11, 11], [len(c.args[0]) for c in cats]
+    assert max(len(c.args[0]) for c in cats) <= capture.MAX_CAT_PARTS
+    for got, want in zip(ep.module()(x), M()(x)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
