@@ -42,10 +42,26 @@ Planner::Planner(const Graph& g) : g_(g) {
       producer_[name] = -1;
     }
   }
+  for (const Node& n : g.nodes) for_each_ref(n, [&](const std::string& v) { ++pending_users_[v]; });
+  for (const std::string& v : g.outputs) kept_.insert(v);
+  for (const json& m : g.mutations) kept_.insert(m.at("value").get<std::string>());
+}
+
+// Every value node n reads, in its arguments and keyword arguments (a cat's list too).
+void Planner::for_each_ref(const Node& n, const std::function<void(const std::string&)>& f) {
+  std::function<void(const json&)> walk = [&](const json& a) {
+    if (is_value_ref(a)) f(value_ref(a));
+    else if (a.is_array()) for (const json& x : a) walk(x);
+  };
+  walk(n.args);
+  for (const auto& [k, v] : n.kwargs.items()) walk(v);
 }
 
 Plan Planner::run() {
-  for (const Node& n : g_.nodes) visit(n);
+  for (const Node& n : g_.nodes) {
+    for_each_ref(n, [&](const std::string& v) { --pending_users_[v]; });  // n is planned now
+    visit(n);
+  }
   Plan plan;
   for (const auto& out : g_.outputs) plan.outputs.push_back(materialize_output(out));
   for (const json& m : g_.mutations) plan.mutations.push_back(add_mutation(m));
@@ -381,26 +397,16 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
     else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
   }
   const bool int64 = out.dtype == "int64";
-  // Operands the step would load in group gi (those not in its registers).
-  auto loads_into = [&](int gi) {
-    int loads = 0;
-    for (const auto& [pos, v] : operands)
-      if (!index_values_.count(v) && !(fused_.count(v) && fused_.at(v).group == gi)) ++loads;
-    return loads;
-  };
-  bool new_chain = false;  // no operand in the group's registers: the step starts a chain there
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
     if (!int64 && !reads_index && target > latest_producer && join_row(target, n, out, operands)) return;
     target = -1;  // a new group, reading the row group's values from memory
   } else if (target < 0) {  // no fused operand: join the latest group over the same elements
-    new_chain = true;
     for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
-      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, loads_into(gi), true)) target = gi;
+      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, new_loads(gi, operands))) target = gi;
   }
   const bool join = target >= 0 && target > latest_producer && numel_of(out.shape) == groups_[target].group.numel() &&
-                    has_room(target, loads_into(target), new_chain);
-  if (join && new_chain) ++groups_[target].chains;
+                    has_room(target, new_loads(target, operands));
   if (!join) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.int64 = int64;
@@ -526,26 +532,41 @@ void Planner::check_result(const Node& n, const ValueInfo& out) {
   check_float(n.name, &n, is_int64_op(n.op) || is_arg_reduction(n.op));
 }
 
-// Counted as the tensors it loads so far, a matrix product's two operands, and an output for each
-// of its chains or each value written already, whichever is more.
-bool Planner::has_room(int gi, int loads, bool new_chain) const {
+// Counted as the tensors it loads so far (a matrix product's two operands too), its values that a
+// later op or the model's outputs still need (each may be written out), and the step's own.
+bool Planner::has_room(int gi, int loads) const {
   const Building& b = groups_[gi];
   std::vector<Layout> loaded;
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
       if (std::find(loaded.begin(), loaded.end(), l) == loaded.end()) loaded.push_back(l);
+  std::set<std::string> live;
+  for (const std::string& v : b.group.nodes)
+    if (kept_.count(v) || (pending_users_.count(v) && pending_users_.at(v) > 0)) live.insert(v);
+  for (const GroupOutput& o : b.group.outputs) live.insert(o.value);
   const int operands = b.group.family == "elementwise" ? 0 : 2;
-  const int outputs = std::max(b.chains, (int)b.group.outputs.size());
-  return operands + (int)loaded.size() + outputs + loads + (new_chain ? 1 : 0) <= kMaxSlots;
+  return operands + (int)loaded.size() + (int)live.size() + loads + 1 <= kMaxSlots;
+}
+
+// Operands of node n that a step in group gi would load anew: not in its registers (nor inlined),
+// nor read by another of its steps already.
+int Planner::new_loads(int gi, const std::vector<std::pair<size_t, std::string>>& operands) const {
+  std::set<std::string> bases;
+  for (const Step& s : groups_[gi].steps)
+    for (const auto& [v, l] : s.loaded_operands) bases.insert(l.base);
+  int loads = 0;
+  for (const auto& [pos, v] : operands) {
+    if (index_values_.count(v) || (fused_.count(v) && fused_.at(v).group == gi)) continue;
+    if (!(memory_.count(v) && bases.count(memory_.at(v).base))) ++loads;
+  }
+  return loads;
 }
 
 int Planner::chain_group(const std::vector<int64_t>& shape, int after, int loads) {
   for (int gi = (int)groups_.size() - 1; gi > after; --gi)
     if (!is_row_group(gi) && groups_[gi].group.family == "elementwise" && groups_[gi].group.numel() == numel_of(shape) &&
-        has_room(gi, loads, true)) {
-      ++groups_[gi].chains;
+        has_room(gi, loads))
       return gi;
-    }
   return new_group("elementwise", shape);
 }
 

@@ -100,7 +100,6 @@ struct Building {
   // A step reads an index value (arange) as an expression of the linear index idx, which only
   // elementwise and matrix-product groups have: the group never becomes a row group.
   bool reads_index = false;
-  int chains = 1;  // independent chains of steps (each writes a value at least): see Planner::has_room
 };
 
 // A layout over a row shape (the reduced shape, with or without the reduced dimensions kept) as a

@@ -3,7 +3,9 @@
 // around them). Internal to planning.
 #pragma once
 #include <deque>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -141,9 +143,11 @@ class Planner {
 
   int new_group(const std::string& family, const std::vector<int64_t>& shape);
 
-  // Whether group gi (not a row group) can take a step that loads `loads` more tensors (and
-  // starts a chain of its own, whose value will be written: new_chain) within a kernel's kMaxSlots.
-  bool has_room(int gi, int loads, bool new_chain) const;
+  // Whether group gi (not a row group) can take a step that loads `loads` more tensors within a
+  // kernel's kMaxSlots; new_loads: those of node n's operands.
+  bool has_room(int gi, int loads) const;
+  int new_loads(int gi, const std::vector<std::pair<size_t, std::string>>& operands) const;
+  static void for_each_ref(const Node& n, const std::function<void(const std::string&)>& f);
   // The group a step that loads `loads` tensors and reads memory written by group `after` starts
   // a chain in: the latest elementwise group over as many elements after it with room, else a new one.
   int chain_group(const std::vector<int64_t>& shape, int after, int loads);
@@ -168,7 +172,9 @@ class Planner {
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
   std::map<std::string, std::string> constants_;  // value -> literal (scalar_tensor, full, full_like)
   std::map<std::string, const Node*> tuples_;     // max pooling with indices or a split, until getitem
-  std::deque<Node> synthetic_;                    // ops planned in place of others (a split's part: a slice)
+  std::deque<Node> synthetic_;
+  std::map<std::string, int> pending_users_;  // value -> nodes reading it not planned yet
+  std::set<std::string> kept_;                // the model's outputs and new state: always written                    // ops planned in place of others (a split's part: a slice)
   struct Iota {
     std::string start, step;  // literals of the value's dtype
     std::string op;
