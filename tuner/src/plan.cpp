@@ -140,12 +140,16 @@ void Planner::visit(const Node& n) {
   if (n.op == "getitem") return add_getitem(n, out);
   if (n.op == "aten.scalar_tensor.default" || n.op == "aten.full.default" || n.op == "aten.full_like.default")
     return add_constant(n, out);
+  if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
+  // Any reader but an elementwise step or a view (a cat's parts too) reads an index value from
+  // memory, written before the reader's group exists.
+  const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
+  if (!identity_or_view && !is_elementwise_op(n.op))
+    for_each_ref(n, [&](const std::string& v) {
+      if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
+    });
   if (n.op == "aten.cat.default") return add_cat(n, out);
   if (n.op == "aten.constant_pad_nd.default") return add_pad(n, out);
-  if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
-  const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
-  for (const auto& [pos, v] : tensor_operands(n))
-    if (index_values_.count(v) && !memory_.count(v) && !identity_or_view && !is_elementwise_op(n.op)) materialize_index(v);
   if (identity_or_view && is_value_ref(n.args.at(0)) && index_values_.count(value_ref(n.args.at(0))) &&
       g_.value(value_ref(n.args.at(0))).dtype == out.dtype) {  // a view of an index value is one too
     const std::string in = value_ref(n.args.at(0));
@@ -257,6 +261,17 @@ void Planner::add_constant(const Node& n, const ValueInfo& out) {
   constants_[n.name] = out.dtype == "int64" ? int_literal(number(v)) : float_literal(number(v));
 }
 
+namespace {
+
+// The expression of linear index idx's coordinate along dimension d of `shape`.
+std::string coordinate_expr(const std::vector<int64_t>& shape, int64_t d) {
+  Layout coordinate{"", shape, std::vector<int64_t>(shape.size(), 0), 0};
+  coordinate.strides[d] = 1;
+  return offset_expr(coordinate, "idx");
+}
+
+}  // namespace
+
 void Planner::add_cat(const Node& n, const ValueInfo& out) {
   check_result(n, out);
   const json& parts = n.args.at(0);
@@ -271,15 +286,11 @@ void Planner::add_cat(const Node& n, const ValueInfo& out) {
     const std::string v = value_ref(p);
     if (numel_of(g_.value(v).shape) == 0) continue;  // torch skips empty parts
     if ((int64_t)g_.value(v).shape.size() != rank) unsupported(n, "parts of another rank than the result");
-    // Written out before this step's group exists, so that it reads them from earlier groups.
-    if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
-    if (fused_.count(v)) materialize(v);
+    if (fused_.count(v)) materialize(v);  // written before this step's group exists
     values.push_back(v);
   }
   Step step{&n, next_var(), false, {}, {}};
-  Layout coordinate{"", out.shape, std::vector<int64_t>(out.shape.size(), 0), 0};
-  coordinate.strides[dim] = 1;
-  step.cat_at = offset_expr(coordinate, "idx");
+  step.cat_at = coordinate_expr(out.shape, dim);
   int latest_producer = -1;
   int64_t start = 0;
   for (size_t k = 0; k < values.size(); ++k) {
@@ -312,7 +323,6 @@ void Planner::add_pad(const Node& n, const ValueInfo& out) {
   const int64_t rank = (int64_t)out.shape.size();
   if (pad.size() % 2 != 0 || (int64_t)pad.size() > 2 * rank || !(fill.is_null() || is_number(fill)))
     unsupported(n, "expected pairs of pads, at most two a dimension, and a number");
-  if (index_values_.count(in) && !memory_.count(in)) materialize_index(in);
   if (constants_.count(in)) unsupported(n, "padding a constant is not lowered");
   if (fused_.count(in)) materialize(in);  // read at other elements than the result's
   const Layout& l = operand(in, n);
@@ -321,10 +331,8 @@ void Planner::add_pad(const Node& n, const ValueInfo& out) {
   for (size_t i = 0; i < pad.size() / 2; ++i) {  // pairs from the last dimension backwards
     const int64_t d = rank - 1 - (int64_t)i, low = pad[2 * i];
     if (low == 0 && pad[2 * i + 1] == 0) continue;
-    Layout coordinate{"", out.shape, std::vector<int64_t>(rank, 0), 0};
-    coordinate.strides[d] = 1;
     step.pad_inside += std::string(step.pad_inside.empty() ? "" : " && ") + "(unsigned long long)(" +
-                       offset_expr(coordinate, "idx") + " - " + std::to_string(low) + "LL) < " + std::to_string(l.sizes[d]) + "ULL";
+                       coordinate_expr(out.shape, d) + " - " + std::to_string(low) + "LL) < " + std::to_string(l.sizes[d]) + "ULL";
     step.pad_shift += low * l.strides[d];
   }
   if (step.pad_inside.empty()) step.pad_inside = "true";

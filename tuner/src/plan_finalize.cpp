@@ -81,6 +81,11 @@ Group finalize_group(Building& b) {
     if (dtype == "bool") return "(float)reinterpret_cast<const unsigned char*>(" + slot + ")" + at;  // 0 / 1, as comparisons give
     return slot + at;
   };
+  // A cat's part or a pad's input: the strided view over the result, `shift` elements back.
+  auto shifted_load = [&](const Layout& l, int64_t shift) {
+    return "a.ptr[" + std::to_string(slot_of(l, Access::Strided)) + "][" + offset_expr(l, "idx") + " - " +
+           std::to_string(shift) + "LL]";
+  };
   std::string body;
   for (const Step& s : b.steps) {
     std::string expr;
@@ -95,16 +100,13 @@ Group finalize_group(Building& b) {
         if (auto it = s.fused_operands.find(part.operand); it != s.fused_operands.end()) {
           value = it->second;
         } else {
-          const Layout& l = s.loaded_operands.at(part.operand);
-          value = "a.ptr[" + std::to_string(slot_of(l, Access::Strided)) + "][" + offset_expr(l, "idx") + " - " +
-                  std::to_string(part.shift) + "LL]";
+          value = shifted_load(s.loaded_operands.at(part.operand), part.shift);
         }
         expr = expr.empty() ? value : "(" + at + " < " + std::to_string(part.end) + "LL ? " + value + " : " + expr + ")";
       }
     } else if (!s.pad_inside.empty()) {  // the input where the coordinates fall inside it
-      const Layout& l = s.loaded_operands.begin()->second;
-      expr = "(" + s.pad_inside + " ? a.ptr[" + std::to_string(slot_of(l, Access::Strided)) + "][" + offset_expr(l, "idx") +
-             " - " + std::to_string(s.pad_shift) + "LL] : " + s.pad_value + ")";
+      expr = "(" + s.pad_inside + " ? " + shifted_load(s.loaded_operands.begin()->second, s.pad_shift) + " : " +
+             s.pad_value + ")";
     } else if (!s.node) {
       expr = load_expr(s.loaded_operands.begin()->second);
     } else if (s.pool) {

@@ -345,6 +345,12 @@ def export_graph(model, inputs, base):
 MAX_CAT_PARTS = 11
 
 
+def _cat_dim(node):
+    """The dimension a cat node concatenates along, counted from 0."""
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    return dim % node.meta["val"].dim()
+
+
 def split_long_cats(gm):
     """A cat of more parts than one kernel reads becomes a tree of cats over consecutive runs of at
     most MAX_CAT_PARTS parts (an RNN's outputs stacked over its time steps): the same values, each
@@ -356,7 +362,7 @@ def split_long_cats(gm):
         level = list(node.args[0])
         if len(level) <= MAX_CAT_PARTS:
             continue
-        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        dim = _cat_dim(node)
         with graph.inserting_before(node):
             while len(level) > MAX_CAT_PARTS:
                 runs = [level[i:i + MAX_CAT_PARTS] for i in range(0, len(level), MAX_CAT_PARTS)]
@@ -385,8 +391,7 @@ def reuse_cat_prefixes(gm):
         if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
             continue
         parts = list(node.args[0])
-        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-        dim %= node.meta["val"].dim()
+        dim = _cat_dim(node)
         best = None
         for earlier, earlier_dim, earlier_parts in cats:
             n = len(earlier_parts)
