@@ -45,7 +45,23 @@ std::string slot_dtype(const Group& gr, const std::string& v) {
 // or one more parameter after them).
 std::string store_param(const Mutation& m) { return "state_" + c_identifier(m.target); }
 
-std::string binding_source(const Graph& g, const Group& gr, const Family& f, const std::vector<Mutation>& stores) {
+// The groups whose binding takes its slots' offsets (in elements) as its last argument: those
+// that later groups run (Group::same_as) with a slot at another offset (an RNN's time steps).
+std::set<std::string> offset_takers(const Plan& plan) {
+  std::map<std::string, const Group*> by_id;
+  std::set<std::string> out;
+  for (const Group& gr : plan.groups) {
+    by_id[gr.id] = &gr;
+    if (gr.same_as.empty()) continue;
+    const Group& first = *by_id.at(gr.same_as);
+    for (size_t s = 0; s < gr.slots.size(); ++s)
+      if (gr.slots[s].layout.offset != first.slots[s].layout.offset) out.insert(first.id);
+  }
+  return out;
+}
+
+std::string binding_source(const Graph& g, const Group& gr, const Family& f, const std::vector<Mutation>& stores,
+                           bool takes_offsets) {
   const auto inputs = gr.input_values();
   std::string params, checks, slots;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -73,6 +89,11 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
                ", cudaMemcpyDeviceToDevice, at::cuda::getCurrentCUDAStream()));\n";
     }
   }
+  if (takes_offsets) {
+    params += ", const std::vector<int64_t>& offsets";
+    checks += "  TORCH_CHECK(offsets.size() == " + std::to_string(gr.slots.size()) + ", \"" + gr.id + " takes " +
+              std::to_string(gr.slots.size()) + " slot offsets\");\n";
+  }
   for (size_t s = 0; s < gr.slots.size(); ++s) {
     const Slot& sl = gr.slots[s];
     const std::string S = std::to_string(s);
@@ -84,7 +105,7 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
       tensor = c_identifier(sl.layout.base);
     }
     const std::string element = sl.dtype == "int64" ? "int64_t" : sl.dtype == "bool" ? "bool" : "float";
-    const std::string at = tensor + ".data_ptr<" + element + ">() + " + std::to_string(sl.layout.offset);
+    const std::string at = tensor + ".data_ptr<" + element + ">() + " + (takes_offsets ? "offsets[" + S + "]" : std::to_string(sl.layout.offset));
     slots += "  args.ptr[" + S + "] = " + (element == "float" ? at : "reinterpret_cast<float*>(" + at + ")") + ";\n";
     for (size_t d = 0; d < sl.layout.sizes.size(); ++d) {
       slots += "  args.size[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.sizes[d]) + "; args.stride[" +
@@ -147,6 +168,7 @@ std::string model_new_source(const Graph& g, const Plan& plan, const std::string
   std::string inputs;
   for (const ValueInfo* v : g.inputs()) inputs += ", " + c_identifier(v->name);
   std::map<std::string, std::string> local;
+  const std::set<std::string> takes_offsets = offset_takers(plan);
   std::string body;
   for (const ValueInfo* v : g.inputs()) {  // numbers torch.export baked into the graph, as it guards them
     if (v->kind != "scalar_input") continue;
@@ -167,8 +189,14 @@ std::string model_new_source(const Graph& g, const Plan& plan, const std::string
       local[o.value] = c_identifier(o.value);
       lhs += (lhs.empty() ? "" : ", ") + c_identifier(o.value);
     }
+    const std::string kernel = gr.same_as.empty() ? gr.id : gr.same_as;
+    if (takes_offsets.count(kernel)) {
+      std::string offsets;
+      for (const Slot& sl : gr.slots) offsets += (offsets.empty() ? "" : ", ") + std::to_string(sl.layout.offset);
+      args += ", [" + offsets + "]";
+    }
     if (gr.outputs.size() > 1) lhs = "(" + lhs + ")";
-    body += "        " + lhs + " = cuda_extension." + gr.id + "(" + args + ")\n";
+    body += "        " + lhs + " = cuda_extension." + kernel + "(" + args + ")\n";
   }
   std::string ret;
   for (const auto& o : plan.outputs) ret += (ret.empty() ? "" : ", ") + value_expr(g, o, local);
@@ -261,10 +289,13 @@ void emit_extension(const Graph& g, const Plan& plan, const std::string& out_dir
   const std::string kdir = path_join(out_dir, "extension/kernels");
   make_dirs(kdir);
   std::set<std::string> keep = {"tuned_constants.h"};
+  const std::set<std::string> takes_offsets = offset_takers(plan);
   for (const Group& gr : plan.groups) {
+    if (!gr.same_as.empty()) continue;  // it calls the kernel of that group
     write_file_if_changed(path_join(kdir, gr.id + ".cu"), kernel_source(gr, kernels.at(gr.id)));
     write_file_if_changed(path_join(kdir, gr.id + "_binding.cpp"),
-                          binding_source(g, gr, family_by_name(kernels.at(gr.id).family), plan.mutations));
+                          binding_source(g, gr, family_by_name(kernels.at(gr.id).family), plan.mutations,
+                                         takes_offsets.count(gr.id) > 0));
     keep.insert(gr.id + ".cu");
     keep.insert(gr.id + "_binding.cpp");
   }
@@ -279,6 +310,7 @@ std::string tuned_constants_header(const json& best) {
       "// Generated by fusetune build from results/best.json: the winning parameters of each kernel group.\n"
       "#pragma once\n\nnamespace fusetune {\nnamespace tuned {\n";
   for (const json& gr : best.at("groups")) {
+    if (gr.contains("same_as")) continue;  // it runs that group's kernel
     const json& b = gr.at("best");
     s += "namespace " + gr.at("id").get<std::string>() + " {  // " + b.at("name").get<std::string>() + ", " +
          format_float(b.at("time_ms").at("median").get<double>()) + " ms\n";

@@ -11,7 +11,8 @@
 
 namespace fusetune {
 
-// Writes the kernel pairs for every group (removing any other kernel file) and model_new.py.
+// Writes the kernel pairs for every group that is no earlier group's kernel (Group::same_as:
+// model_new.py calls that group's op for it), removing any other kernel file, and model_new.py.
 // The kernel that won a group's search: its family and template header.
 struct KernelChoice {
   std::string family;

@@ -76,10 +76,29 @@ DeviceInfo check_device(const Options& o) {
   return dev;
 }
 
+// The groups a run searches: those that are no earlier group's kernel (Group::same_as).
+std::vector<const Group*> searched_groups(const Plan& plan) {
+  std::vector<const Group*> out;
+  for (const Group& gr : plan.groups)
+    if (gr.same_as.empty()) out.push_back(&gr);
+  return out;
+}
+
+// best.json's entry of a group that runs an earlier group's kernel: that group's winner, with its
+// candidates listed under that group.
+json twin_entry(const Group& gr, const json& searched) {
+  json out = gr.to_json();
+  for (const char* key : {"kernel_family", "template", "precision", "best"}) out[key] = searched.at(key);
+  out["search"] = {{"same_as", gr.same_as}, {"wall_s", 0.0}};
+  out["candidates"] = json::array();
+  return out;
+}
+
 // Saves the group inputs and PyTorch's reference outputs, unless the same data is already there.
 json make_tensors(const Options& o, const Paths& p, const Graph& g, const Plan& plan, const std::string& data_key) {
   json names = json::array();
-  for (const Group& gr : plan.groups) {
+  for (const Group* gr_ptr : searched_groups(plan)) {
+    const Group& gr = *gr_ptr;
     for (const auto& v : gr.input_values()) names.push_back(v);
     for (const auto& out : gr.outputs) names.push_back(out.value);
   }
@@ -142,16 +161,18 @@ void stage_compile(const Options& o) {
   ctx.configs_dir = o.configs_dir;
   ctx.arch = o.arch;
   int failed = 0, total = 0;
-  for (const Group& gr : plan.groups) {
-    for (const auto& r : compiler.compile_all(compile_jobs(gr, ctx, o.precision), o.search.workers, nullptr)) {
+  const std::vector<const Group*> searched = searched_groups(plan);
+  for (const Group* gr : searched) {
+    for (const auto& r : compiler.compile_all(compile_jobs(*gr, ctx, o.precision), o.search.workers, nullptr)) {
       ++total;
       if (!r.ok) {
         ++failed;
-        std::fprintf(stderr, "%s %s: compile error\n%s\n", gr.id.c_str(), r.name.c_str(), r.log.c_str());
+        std::fprintf(stderr, "%s %s: compile error\n%s\n", gr->id.c_str(), r.name.c_str(), r.log.c_str());
       }
     }
   }
-  std::printf("%d groups, %d candidates compiled for %s, %d failed\n", (int)plan.groups.size(), total, o.arch.c_str(), failed);
+  std::printf("%d groups (%d distinct kernels), %d candidates compiled for %s, %d failed\n", (int)plan.groups.size(),
+              (int)searched.size(), total, o.arch.c_str(), failed);
   if (failed) FT_USER_ERROR(std::to_string(failed) + " candidates do not compile");
 }
 
@@ -169,7 +190,9 @@ Searched search_all(const Options& o, const Paths& p) {
   progress.log("fusetune: capturing " + o.model);
   const Graph g = capture(o, p);
   const Plan plan = plan_graph(g);
-  progress.log("planned " + std::to_string(plan.groups.size()) + " kernel groups");
+  const size_t distinct = searched_groups(plan).size();
+  progress.log("planned " + std::to_string(plan.groups.size()) + " kernel groups" +
+               (distinct < plan.groups.size() ? ", " + std::to_string(distinct) + " distinct kernels to search (the others run one of these)" : ""));
   const DeviceInfo dev = check_device(o);
   const std::string data_key = g.model_sha256 + "/" + std::to_string(o.search.seed) + "/" + g.torch_version + "/" +
                                sha256_hex(plan.to_json().dump());
@@ -195,10 +218,16 @@ Searched search_all(const Options& o, const Paths& p) {
   ctx.compiler = &compiler;
 
   json groups = json::array();
-  for (size_t i = 0; i < plan.groups.size(); ++i) {
-    json r = search_group(plan.groups[i], ctx, o.search, progress, (int)i, (int)plan.groups.size());
-    if (r["best"].is_null())
-      FT_USER_ERROR("no candidate of group " + plan.groups[i].id + " passed the correctness check; see " + p.log);
+  std::map<std::string, size_t> searched;  // group id -> its entry in `groups`
+  const int count = (int)searched_groups(plan).size();
+  for (const Group& gr : plan.groups) {
+    if (!gr.same_as.empty()) {
+      groups.push_back(twin_entry(gr, groups[searched.at(gr.same_as)]));
+      continue;
+    }
+    json r = search_group(gr, ctx, o.search, progress, (int)searched.size(), count);
+    if (r["best"].is_null()) FT_USER_ERROR("no candidate of group " + gr.id + " passed the correctness check; see " + p.log);
+    searched[gr.id] = groups.size();
     groups.push_back(std::move(r));
   }
   json best = make_best_json(o, g, plan, groups, ctx, numels(g));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <regex>
 
 #include "error.h"
 #include "families.h"
@@ -32,6 +33,56 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   for (int64_t s : shape) n *= s;
   return n;
 }
+
+namespace {
+
+// What a group's kernel and binding are, without its names: its code, shapes and family
+// parameters, its tensors' layouts and shapes, which of them are the same tensor, and which
+// outputs a binding stores into state. A slot's offset counts only as the alignment it gives the
+// pointer (16 bytes: vector loads, TMA, cuBLASLt); the binding takes the offsets where twins' differ.
+std::string kernel_identity(const Graph& g, const Plan& plan, const Group& gr) {
+  json j = gr.to_json();
+  for (const char* key : {"id", "nodes", "inputs"}) j.erase(key);
+  std::map<std::string, int> index;  // value name -> its order of first appearance in the slots
+  for (json& s : j["slots"]) {
+    const std::string v = s["value"];
+    index.emplace(v, (int)index.size());
+    s["value"] = index.at(v);
+    s["value_shape"] = g.values.count(v) ? json(g.values.at(v).shape) : json();
+    s["offset"] = s["offset"].get<int64_t>() * dtype_bytes(s["dtype"]) % 16;
+  }
+  for (json& o : j["outputs"]) {
+    const std::string v = o["value"];
+    o["value"] = index.count(v) ? index.at(v) : -1;
+    o["stores"] = std::count_if(plan.mutations.begin(), plan.mutations.end(), [&](const Mutation& m) { return m.value == v; });
+  }
+  // The code, with its struct's name and its values' variables (numbered across the whole plan)
+  // named in order of appearance.
+  std::string code = std::regex_replace(gr.op_struct, std::regex("\\b" + gr.id + "_op\\b"), "op");
+  std::map<std::string, std::string> var;
+  static const std::regex variable("\\bv[0-9]+\\b");
+  std::string renamed;
+  auto last = code.cbegin();
+  for (std::sregex_iterator m(code.begin(), code.end(), variable), end; m != end; ++m) {
+    renamed.append(last, (*m)[0].first);
+    renamed += var.emplace(m->str(), "v" + std::to_string(var.size())).first->second;
+    last = (*m)[0].second;
+  }
+  renamed.append(last, code.cend());
+  j["op_struct"] = renamed;
+  return j.dump();
+}
+
+// Marks each group whose kernel identity an earlier group has (Group::same_as).
+void mark_twins(const Graph& g, Plan& plan) {
+  std::map<std::string, std::string> first;  // kernel identity -> the first group with it
+  for (Group& gr : plan.groups) {
+    const auto [it, added] = first.emplace(kernel_identity(g, plan, gr), gr.id);
+    if (!added) gr.same_as = it->second;
+  }
+}
+
+}  // namespace
 
 Planner::Planner(const Graph& g) : g_(g) {
   for (const auto& [name, v] : g.values) {
@@ -66,6 +117,7 @@ Plan Planner::run() {
   for (const auto& out : g_.outputs) plan.outputs.push_back(materialize_output(out));
   for (const json& m : g_.mutations) plan.mutations.push_back(add_mutation(m));
   for (auto& b : groups_) plan.groups.push_back(b.group.family == "reduce" ? finalize_rows(b) : finalize_group(b));
+  mark_twins(g_, plan);
   return plan;
 }
 
@@ -713,6 +765,7 @@ json Group::to_json() const {
   j["inputs"] = input_values();
   j["outputs"] = json::array();
   for (const auto& o : outputs) j["outputs"].push_back(json{{"value", o.value}, {"shape", o.shape}, {"dtype", o.dtype}});
+  if (!same_as.empty()) j["same_as"] = same_as;
   return j;
 }
 
@@ -751,6 +804,7 @@ Group Group::from_json(const json& j) {
   for (const json& o : j.at("outputs"))
     g.outputs.push_back(GroupOutput{o.at("value").get<std::string>(), "", o.at("shape").get<std::vector<int64_t>>(),
                                     o.value("dtype", "float32")});
+  g.same_as = j.value("same_as", "");
   return g;
 }
 

@@ -59,6 +59,11 @@ struct Group {
   int stats = 0, passes = 0, full_outputs = 0, scans = 0, varying_inputs = 0, row_vector = 1;
   int full_slot = 0, n_full = 0, out_slot = 0;  // slot ranges the templates load/store
   std::string op_struct;  // generated `struct <id>_op { ... };`
+  // The earlier group whose kernel this one is (the same code on tensors of the same shapes,
+  // strides and alignment, at other offsets maybe: an RNN's time steps, a network's repeated
+  // blocks); empty if none. Such a group is not searched or emitted: it calls that group's kernel
+  // (mark_twins in plan.cpp).
+  std::string same_as;
 
   int64_t numel() const;
   std::string op_type() const { return "fusetune_gen::" + id + "_op"; }

@@ -126,6 +126,7 @@ void add_included_templates(const std::string& source, const std::vector<std::st
 void check_kernel_sources(const json& best, const std::string& kernels_dir, const std::vector<std::string>& template_dirs) {
   const json& recorded = best.at("fingerprint").at("templates");
   for (const json& gr : best.at("groups")) {
+    if (gr.contains("same_as")) continue;  // it runs that group's kernel, checked with that group
     const std::string id = gr.at("id"), cu = path_join(kernels_dir, id + ".cu");
     const std::string binding = path_join(kernels_dir, id + "_binding.cpp");
     if (!file_exists(cu) || !file_exists(binding))

@@ -26,7 +26,7 @@ void write_first_config_best(const Options& o, const Graph& g, const Plan& plan,
   ctx.device = {{"name", "none"}};
   json groups = json::array();
   for (const Group& gr : plan.groups) {
-    const KernelChoice& k = kernels.at(gr.id);
+    const KernelChoice& k = kernels.at(gr.same_as.empty() ? gr.id : gr.same_as);
     const std::vector<Config> space = load_space(ctx, k.family).enumerate();
     const Config c = *std::find_if(space.begin(), space.end(), [&](const Config& c) {
       return family_by_name(k.family).allowed(gr, c, "tf32");
@@ -245,6 +245,47 @@ TEST(Emit, NumberAndBoolInputsBuild) {
   write_first_config_best(cap.o, cap.g, cap.plan, kernels);
   ASSERT_NO_THROW(stage_build(cap.o));
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+}
+
+// Groups that run an earlier group's kernel (Group::same_as) get no kernel pair of their own:
+// model_new.py calls that group's op with their tensors, and, where their slices start elsewhere
+// (the time steps), with their offsets, which that op's binding then takes.
+TEST(Emit, GroupsRunTheKernelTheyShareBuild) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_twins.py");
+  std::vector<std::string> same_as;
+  for (const Group& gr : cap.plan.groups) same_as.push_back(gr.same_as);
+  ASSERT_EQ(same_as, (std::vector<std::string>{"", "g0", "g0", "", "g3", "g3", "g3", "g3"}));
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"gemm", "gemm.cuh"}},
+                                                       {"g3", KernelChoice{"gemm", "gemm.cuh"}}};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string kdir = path_join(cap.o.out, "extension/kernels");
+  std::vector<std::string> files = list_files(kdir, ".cu");
+  for (const auto& f : list_files(kdir, ".cpp")) files.push_back(f);
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"g0.cu", "g0_binding.cpp", "g3.cu", "g3_binding.cpp"}));
+  const std::string model_new = read_file(path_join(cap.o.out, "model_new.py"));
+  EXPECT_NE(model_new.find("relu_2 = cuda_extension.g0(relu_1, self.get_parameter(\"layers.2.weight\"), "
+                           "self.get_parameter(\"layers.2.bias\"))\n"),
+            std::string::npos)
+      << model_new;
+  EXPECT_NE(model_new.find("tanh = cuda_extension.g3(relu_2, self.get_parameter(\"cell.weight\"), "
+                           "self.get_parameter(\"cell.bias\"), seq, [0, 0, 0, 0, 0])\n"),
+            std::string::npos)
+      << model_new;
+  EXPECT_NE(model_new.find("tanh_4 = cuda_extension.g3(tanh_3, self.get_parameter(\"cell.weight\"), "
+                           "self.get_parameter(\"cell.bias\"), seq, [0, 0, 0, 128, 0])\n"),
+            std::string::npos)
+      << model_new;
+  const std::string g3 = read_file(path_join(kdir, "g3_binding.cpp"));
+  EXPECT_NE(g3.find("const torch::Tensor& seq, const std::vector<int64_t>& offsets) {"), std::string::npos) << g3;
+  EXPECT_NE(g3.find("args.ptr[3] = seq.data_ptr<float>() + offsets[3];"), std::string::npos) << g3;
+  EXPECT_EQ(read_file(path_join(kdir, "g0_binding.cpp")).find("offsets"), std::string::npos);
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+  const std::string constants = read_file(path_join(kdir, "tuned_constants.h"));
+  EXPECT_NE(constants.find("namespace g3 {"), std::string::npos);
+  EXPECT_EQ(constants.find("namespace g4 {"), std::string::npos) << constants;
 }
 
 // BatchNorm in training mode: int64 counters and running statistics that the bindings store into

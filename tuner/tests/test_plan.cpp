@@ -1218,5 +1218,33 @@ TEST(Plan, ReductionToAnotherDtypeIsRefused) {
   expect_refusal(g, "only float32 results");
 }
 
+// Groups whose kernel an earlier group already is (the same code on tensors of the same shapes and
+// strides, at offsets of the same 16-byte alignment) run that group's kernel: a product reusing
+// the weight on the last one's output; one reading a slice 16 bytes further. Not a kernel of an
+// earlier group: other code (a scale), other strides, an offset of other alignment.
+TEST(Plan, GroupsWithAnEarlierGroupsKernelRunIt) {
+  G b;
+  b.value("x", {8, 32}, "input").value("z", {8, 40}, "input").value("w", {32, 32}, "parameter");
+  b.node("p0", "aten.mm.default", {G::ref("x"), G::ref("w")}, {8, 32}).node("y0", "aten.relu.default", {G::ref("p0")}, {8, 32});
+  b.node("p1", "aten.mm.default", {G::ref("y0"), G::ref("w")}, {8, 32}).node("y1", "aten.relu.default", {G::ref("p1")}, {8, 32});
+  b.node("p2", "aten.mm.default", {G::ref("y1"), G::ref("w")}, {8, 32}).node("y2", "aten.mul.Tensor", {G::ref("p2"), 2.0}, {8, 32});
+  const std::vector<std::pair<const char*, int>> slices = {{"a", 0}, {"c", 4}, {"d", 1}};
+  std::vector<std::string> outs = {"y2"};
+  for (const auto& [name, start] : slices) {
+    const std::string s = name, p = s + "p", r = s + "r";
+    b.node(s, "aten.slice.Tensor", {G::ref("z"), 1, start, start + 32}, {8, 32});
+    b.node(p, "aten.mm.default", {G::ref(s), G::ref("w")}, {8, 32}).node(r, "aten.relu.default", {G::ref(p)}, {8, 32});
+    outs.push_back(r);
+  }
+  const Plan p = plan_graph(b.build(outs));
+  ASSERT_EQ(p.groups.size(), 6u);
+  std::vector<std::string> same_as;
+  for (const Group& gr : p.groups) same_as.push_back(gr.same_as);
+  EXPECT_EQ(same_as, (std::vector<std::string>{"", "g0", "", "", "g3", ""}));
+  EXPECT_EQ(p.groups[4].slots[0].layout.offset, 4);
+  EXPECT_EQ(p.to_json()["groups"][1]["same_as"], "g0");
+  EXPECT_FALSE(p.to_json()["groups"][0].contains("same_as"));
+}
+
 }  // namespace
 }  // namespace fusetune
