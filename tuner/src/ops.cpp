@@ -41,6 +41,13 @@ Emit compare(const std::string& opr) {
   };
 }
 
+// and, or, xor of the operands' truth (non-zero), as 0 / 1.
+Emit logical(const std::string& opr) {
+  return [opr](const ArgExpr& a) {
+    return "(float)((" + req(a, 0, "self") + " != 0.f) " + opr + " (" + req(a, 1, "other") + " != 0.f))";
+  };
+}
+
 // clamp(self, min, max) with either bound a number or a tensor, or absent.
 Emit clamp() {
   return [](const ArgExpr& a) {
@@ -140,6 +147,9 @@ const std::map<std::string, Emit>& table() {
       {"aten.ne.Scalar", compare("!=")}, {"aten.ne.Tensor", compare("!=")},
       {"aten.isnan.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " != " + req(a, 0, "self") + ")"; }},
       {"aten.logical_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
+      {"aten.logical_and.default", logical("&&")},
+      {"aten.logical_or.default", logical("||")},
+      {"aten.logical_xor.default", logical("!=")},
       {"aten.where.self",
        [](const ArgExpr& a) {
          return "(" + req(a, 0, "condition") + " != 0.f ? " + req(a, 1, "self") + " : " + req(a, 2, "other") + ")";

@@ -308,8 +308,8 @@ void Planner::materialize_index(const std::string& value) {
 // full_like(x, v)): inlined as a literal where it is used.
 void Planner::add_constant(const Node& n, const ValueInfo& out) {
   const json& v = n.op == "aten.scalar_tensor.default" ? n.args.at(0) : node_arg(n, 1, "fill_value");
-  if (!is_number(v) || (out.dtype != "float32" && out.dtype != "int64"))
-    unsupported(n, "only float32 and int64 constants are inlined");
+  if (!is_number(v) || (out.dtype != "float32" && out.dtype != "int64" && out.dtype != "bool"))
+    unsupported(n, "only float32, int64 and bool constants are inlined");
   constants_[n.name] = out.dtype == "int64" ? int_literal(number(v)) : float_literal(number(v));
 }
 

@@ -50,8 +50,8 @@ class Planner {
   // Identity and view ops produce no code: the result is the same register or a new layout.
   void forward(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view);
 
-  // A float32 or int64 constant made in the graph (scalar_tensor, full, full_like): inlined as a
-  // literal where it is used.
+  // A float32, int64 or bool (0 / 1) constant made in the graph (scalar_tensor, full,
+  // full_like): inlined as a literal where it is used.
   void add_constant(const Node& n, const ValueInfo& out);
 
   // arange: an index value, in neither a group nor memory. Elementwise steps inline it as

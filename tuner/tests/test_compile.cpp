@@ -82,7 +82,8 @@ TEST(Compile, EveryElementwiseInstanceWithAGather) {
   compile_space(p.groups[0], Compiler(templates(), "sm_90", temp_dir("gather")));
 }
 
-// Index values, concatenation and padding: an arange mask in a matrix product's epilogue (triu),
+// Index values, concatenation and padding: an arange mask in a matrix product's epilogue (triu,
+// and-ed with a bool constant as scaled_dot_product_attention's causal mask is),
 // a float arange broadcast over rows, an int64 arange written out for a gather, a cat with a
 // constant part, a pad that crops one side.
 TEST(Compile, EveryInstanceWithAranges) {
@@ -95,7 +96,10 @@ TEST(Compile, EveryInstanceWithAranges) {
   b.node("col", "aten.unsqueeze.default", {G::ref("rows"), -1}, {9, 1}).values_dtype("col", "int64");
   b.node("sub", "aten.sub.Tensor", {G::ref("row"), G::ref("col")}, {9, 11}).values_dtype("sub", "int64");
   b.node("ge", "aten.ge.Scalar", {G::ref("sub"), 0}, {9, 11}).values_dtype("ge", "bool");
-  b.node("triu", "aten.where.self", {G::ref("ge"), G::ref("mm"), 0.0}, {9, 11});
+  b.node("all", "aten.full.default", {json::array({9, 11}), true}, {9, 11}, json{{"dtype", {{"dtype", "bool"}}}})
+      .values_dtype("all", "bool");
+  b.node("keep", "aten.logical_and.default", {G::ref("ge"), G::ref("all")}, {9, 11}).values_dtype("keep", "bool");
+  b.node("triu", "aten.where.self", {G::ref("keep"), G::ref("mm"), 0.0}, {9, 11});
   b.node("pos", "aten.arange.start", {0.5, 9.5}, {9}, json{{"dtype", {{"dtype", "float32"}}}});
   b.node("w", "aten.mul.Tensor", {G::ref("x"), G::ref("pos")}, {7, 9});
   b.node("down", "aten.arange.start_step", {8, -1, -1}, {9}).values_dtype("down", "int64");

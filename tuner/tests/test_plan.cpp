@@ -1003,6 +1003,27 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
       << gr.op_struct;
 }
 
+// A bool constant is a float 1 / 0 like every bool in a kernel's registers; logical and / or / xor
+// take the operands' truth.
+TEST(Plan, BoolConstantsAndLogicalOpsAreTruthsOfFloats) {
+  G b;
+  b.value("x", {4, 6}, "input");
+  b.node("all", "aten.full.default", {json::array({4, 6}), true}, {4, 6}, json{{"dtype", {{"dtype", "bool"}}}})
+      .values_dtype("all", "bool");
+  b.node("ge", "aten.ge.Scalar", {G::ref("x"), 0}, {4, 6}).values_dtype("ge", "bool");
+  b.node("keep", "aten.logical_and.default", {G::ref("ge"), G::ref("all")}, {4, 6}).values_dtype("keep", "bool");
+  b.node("le", "aten.le.Scalar", {G::ref("x"), -1.0}, {4, 6}).values_dtype("le", "bool");
+  b.node("either", "aten.logical_or.default", {G::ref("le"), G::ref("keep")}, {4, 6}).values_dtype("either", "bool");
+  b.node("odd", "aten.logical_xor.default", {G::ref("either"), G::ref("x")}, {4, 6}).values_dtype("odd", "bool");
+  b.node("y", "aten.where.self", {G::ref("odd"), G::ref("x"), 0.5}, {4, 6});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& code = p.groups[0].op_struct;
+  EXPECT_NE(code.find("const float v1 = (float)((v0 != 0.f) && (1.0f != 0.f));"), std::string::npos) << code;
+  EXPECT_NE(code.find("const float v3 = (float)((v2 != 0.f) || (v1 != 0.f));"), std::string::npos) << code;
+  EXPECT_NE(code.find("const float v4 = (float)((v3 != 0.f) != (x[0] != 0.f));"), std::string::npos) << code;
+}
+
 // An arange read by something other than an elementwise step (here a gather's index, through an
 // expand, counting down) is written out by a group of its own first; a value computed from an
 // arange keeps its group from becoming a row group (row kernels have no idx), so a reduction of
