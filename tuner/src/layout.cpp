@@ -80,7 +80,7 @@ const std::set<std::string> kViewOps = {
     "aten.view.default",     "aten._unsafe_view.default", "aten.reshape.default", "aten.permute.default",
     "aten.t.default",        "aten.transpose.int",        "aten.expand.default",  "aten.unsqueeze.default",
     "aten.squeeze.dim",      "aten.squeeze.dims",         "aten.squeeze.default", "aten.slice.Tensor",
-    "aten.select.int",       "aten.flip.default",         "aten.unfold.default"};
+    "aten.select.int",       "aten.flip.default",         "aten.unfold.default",  "aten.as_strided.default"};
 
 // PyTorch's computeStride: strides for viewing (sizes, strides) as new_sizes without a copy.
 std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& sizes,
@@ -202,6 +202,24 @@ std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vec
       r.offset += (in.sizes[d] - 1) * in.strides[d];
       r.strides[d] = -in.strides[d];
     }
+  } else if (op == "aten.as_strided.default") {
+    // Strides over the input's elements in row-major order, which must be where they lie in
+    // memory (and, the planner checks, in PyTorch's storage of the input).
+    Layout whole = in;
+    whole.offset = 0;
+    if (!whole.is_contiguous()) return std::nullopt;
+    const json& start_arg = node_arg(n, 3, "storage_offset");
+    const int64_t start = start_arg.is_null() ? 0 : start_arg.get<int64_t>();
+    r.sizes = node_arg(n, 1, "size").get<std::vector<int64_t>>();
+    r.strides = node_arg(n, 2, "stride").get<std::vector<int64_t>>();
+    int64_t last = start;
+    for (size_t d = 0; d < r.sizes.size(); ++d) {
+      if (r.sizes[d] == 0) return std::nullopt;
+      if (r.strides[d] < 0) return std::nullopt;
+      last += (r.sizes[d] - 1) * r.strides[d];
+    }
+    if (start < 0 || last >= in.numel()) return std::nullopt;
+    r.offset = in.offset + start;
   } else {
     FT_THROW("not a view op: " + op);
   }

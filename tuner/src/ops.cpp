@@ -48,6 +48,23 @@ Emit logical(const std::string& opr) {
   };
 }
 
+// fmod (the sign of the dividend, as C's) and remainder (the sign of the divisor, as Python's),
+// PyTorch's way: remainder is fmod plus the divisor where their signs differ.
+Emit fmod(bool int64) {
+  return [int64](const ArgExpr& a) {
+    const std::string x = req(a, 0, "self"), y = req(a, 1, "other");
+    return int64 ? "(" + x + " % " + y + ")" : "fmodf(" + x + ", " + y + ")";
+  };
+}
+
+Emit remainder(bool int64) {
+  return [int64](const ArgExpr& a) {
+    const std::string y = req(a, 1, "other"), mod = fmod(int64)(a), zero = int64 ? "0LL" : "0.f";
+    return "((" + mod + " != " + zero + " && (" + y + " < " + zero + ") != (" + mod + " < " + zero + ")) ? " + mod + " + " +
+           y + " : " + mod + ")";
+  };
+}
+
 // clamp(self, min, max) with either bound a number or a tensor, or absent.
 Emit clamp() {
   return [](const ArgExpr& a) {
@@ -147,6 +164,10 @@ const std::map<std::string, Emit>& table() {
       {"aten.ne.Scalar", compare("!=")}, {"aten.ne.Tensor", compare("!=")},
       {"aten.isnan.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " != " + req(a, 0, "self") + ")"; }},
       {"aten.logical_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
+      {"aten.fmod.Scalar", fmod(false)},
+      {"aten.fmod.Tensor", fmod(false)},
+      {"aten.remainder.Scalar", remainder(false)},
+      {"aten.remainder.Tensor", remainder(false)},
       {"aten.logical_and.default", logical("&&")},
       {"aten.logical_or.default", logical("||")},
       {"aten.logical_xor.default", logical("!=")},
@@ -162,10 +183,19 @@ const std::map<std::string, Emit>& table() {
 
 bool is_elementwise_op(const std::string& op) { return table().count(op) > 0; }
 
+// The ops whose int64 form is not their float one.
+const std::map<std::string, Emit>& int64_table() {
+  static const std::map<std::string, Emit> t = {{"aten.fmod.Scalar", fmod(true)},
+                                                {"aten.fmod.Tensor", fmod(true)},
+                                                {"aten.remainder.Scalar", remainder(true)},
+                                                {"aten.remainder.Tensor", remainder(true)}};
+  return t;
+}
+
 bool is_int64_op(const std::string& op) {
   static const std::set<std::string> ops = {"aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
                                             "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default", "aten.where.self"};
-  return ops.count(op) > 0;
+  return ops.count(op) > 0 || int64_table().count(op) > 0;
 }
 
 std::string int_literal(double v) { return std::to_string((long long)v) + "LL"; }
@@ -193,7 +223,8 @@ std::string float_literal(double v) {
   return s + "f";
 }
 
-std::string elementwise_expr(const Node& n, const ArgExpr& arg) {
+std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64) {
+  if (const auto it = int64_table().find(n.op); int64 && it != int64_table().end()) return it->second(arg);
   const auto it = table().find(n.op);
   if (it == table().end()) FT_THROW("not an elementwise op: " + n.op);
   return it->second(arg);

@@ -14,14 +14,15 @@ using ArgExpr = std::function<std::string(size_t index, const char* kwarg)>;
 
 bool is_elementwise_op(const std::string& op);
 // Elementwise ops fusetune also computes on int64 tensors (in 64-bit integers, exactly): add, sub,
-// mul, neg and where, e.g. BatchNorm's num_batches_tracked + 1, a loss's target with ignored ones
-// replaced.
+// mul, neg, where, fmod and remainder, e.g. BatchNorm's num_batches_tracked + 1, a loss's target
+// with ignored ones replaced, roll's shifted indices.
 bool is_int64_op(const std::string& op);
 std::string int_literal(double v);  // an integral value as a long long literal
 // Positions (and keyword names) of a node's tensor operands, for the planner to resolve.
 std::vector<std::pair<size_t, std::string>> tensor_operands(const Node& n);
-// The fp32 expression computing node n from its argument expressions.
-std::string elementwise_expr(const Node& n, const ArgExpr& arg);
+// The expression computing node n from its argument expressions, in fp32 or (`int64`) in 64-bit
+// integers.
+std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64 = false);
 // A float literal that reads back exactly (inf and nan included).
 std::string float_literal(double v);
 std::vector<std::string> supported_elementwise_ops();

@@ -193,6 +193,7 @@ void Planner::visit(const Node& n) {
   if (n.op == "aten.scalar_tensor.default" || n.op == "aten.full.default" || n.op == "aten.full_like.default")
     return add_constant(n, out);
   if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
+  if (n.op == "aten.as_strided.default") check_as_strided(n);
   // Any reader but an elementwise step or a view (a cat's parts too) reads an index value from
   // memory, written before the reader's group exists.
   const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
@@ -220,7 +221,7 @@ void Planner::visit(const Node& n) {
   if (is_identity_op(n.op)) {
     const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
     if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 copies are fused");
-    if (g_.value(value_ref(n.args.at(0))).dtype == "int64")
+    if (g_.value(value_ref(n.args.at(0))).dtype == "int64" && out.dtype != "int64")
       return add_elementwise(n, out);  // a conversion: computed, not a view of the int64 memory
     forward(n, value_ref(n.args.at(0)), out.shape, /*is_view=*/false);
   } else if (is_view_op(n.op)) {
@@ -242,6 +243,19 @@ void Planner::visit(const Node& n) {
   } else {
     unsupported(n, "no kernel family lowers this op yet");
   }
+}
+
+// as_strided addresses PyTorch's storage of its input; the planner's layouts address the input's
+// elements. They agree where the input is row-major in that storage from its start: its strides
+// are (those of a view may start elsewhere in a storage they share), and it is no view's result.
+void Planner::check_as_strided(const Node& n) {
+  const std::string in = value_ref(n.args.at(0));
+  const ValueInfo& v = g_.value(in);
+  if (!Layout{in, v.shape, v.strides, 0}.is_contiguous())
+    unsupported(n, "its input is not contiguous in PyTorch's memory, where as_strided's strides count");
+  for (const Node& m : g_.nodes)
+    if (m.name == in && is_view_op(m.op))
+      unsupported(n, "its input is a view (" + m.op + "), whose place in PyTorch's memory is not known");
 }
 
 // Identity and view ops produce no code: the result is the same register or a new layout.

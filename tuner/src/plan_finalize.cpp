@@ -136,7 +136,7 @@ Group finalize_group(Building& b) {
         expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" + offset_expr(view, "idx") + " + " + at +
                " * " + std::to_string(s.gather_stride) + "LL]";
       } else {
-        expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg);
+        expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg, s.int64);
       }
       if (s.anchor) {
         if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {

@@ -47,6 +47,9 @@ class Planner {
 
   void visit(const Node& n);
 
+  // Refuses an as_strided whose strides do not count the input's elements (plan.cpp says when).
+  void check_as_strided(const Node& n);
+
   // Identity and view ops produce no code: the result is the same register or a new layout.
   void forward(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view);
 

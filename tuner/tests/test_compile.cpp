@@ -55,14 +55,17 @@ TEST(Compile, EveryElementwiseInstance) {
 }
 
 TEST(Compile, EveryElementwiseInstanceWithInt64Values) {
-  // An int64 input read by a float op and kept in 64 bits by another, a float and an int64 output;
-  // and a group whose only output is int64 (no float output for the template to store).
+  // An int64 input read by a float op and kept in 64 bits by others (remainder in integers), a
+  // float and an int64 output; and a group whose only output is int64 (no float output for the
+  // template to store).
   G b;
   b.value("i", {7, 9}, "input", "int64").value("x", {7, 9}, "input").value("n", {}, "buffer", "int64");
   b.node("f", "aten.mul.Tensor", {G::ref("x"), G::ref("i")}, {7, 9});
   b.node("j", "aten.add.Tensor", {G::ref("i"), 3}, {7, 9}).values_dtype("j", "int64");
+  b.node("k", "aten.remainder.Scalar", {G::ref("j"), -4}, {7, 9}).values_dtype("k", "int64");
+  b.node("r", "aten.fmod.Tensor", {G::ref("f"), G::ref("k")}, {7, 9});
   b.node("m", "aten.add.Tensor", {G::ref("n"), 1}, {}).values_dtype("m", "int64");
-  const Plan p = plan_graph(b.build({"f", "j", "m"}));
+  const Plan p = plan_graph(b.build({"r", "k", "m"}));
   ASSERT_EQ(p.groups.size(), 2u);
   for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("i64")));
 }

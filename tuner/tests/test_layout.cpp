@@ -56,6 +56,24 @@ TEST(Layout, UnfoldIsAView) {
   EXPECT_FALSE(apply_view(view_node("aten.unfold.default", json::array({{{"value", "x"}}, 1, 9, 1})), base, {2, 0, 5, 9}));
 }
 
+// as_strided over a row-major input: its strides and offset count the input's elements; windows
+// that overlap are fine, negative strides and elements past the input's end are not.
+TEST(Layout, AsStridedCountsTheInputsElements) {
+  auto as_strided = [](const Layout& in, json size, json stride, json offset, std::vector<int64_t> out) {
+    json args = json::array({{{"value", "x"}}, size, stride});
+    if (!offset.is_null()) args.push_back(offset);
+    return apply_view(view_node("aten.as_strided.default", args), in, out);
+  };
+  const Layout slice{"x", {4, 6}, {6, 1}, 12};  // rows 2-5 of a [6, 6] tensor: row-major from element 12
+  auto w = as_strided(slice, {3, 4}, {6, 2}, 1, {3, 4});
+  ASSERT_TRUE(w);
+  EXPECT_EQ(*w, (Layout{"x", {3, 4}, {6, 2}, 13}));
+  EXPECT_TRUE(as_strided(slice, {5, 5}, {4, 1}, nullptr, {5, 5}));  // overlapping windows, up to element 20 of 24
+  EXPECT_FALSE(as_strided(slice, {5, 5}, {4, 1}, 4, {5, 5}));       // element 24: past the end
+  EXPECT_FALSE(as_strided(slice, {2}, {-1}, 3, {2}));
+  EXPECT_FALSE(as_strided(Layout{"x", {4, 6}, {1, 4}, 0}, {2}, {1}, nullptr, {2}));  // a transposed input
+}
+
 TEST(Layout, BroadcastTo) {
   const Layout bias = Layout::contiguous("b", {7});
   auto r = broadcast_to(bias, {3, 7});

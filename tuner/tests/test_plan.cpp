@@ -1003,6 +1003,51 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
       << gr.op_struct;
 }
 
+// fmod and remainder: in 64-bit integers on int64 values (roll's shifted indices), in floats on
+// floats; remainder takes the divisor's sign.
+TEST(Plan, FmodAndRemainderInIntegersAndFloats) {
+  G b;
+  b.value("i", {6}, "input", "int64").value("x", {6}, "input");
+  b.node("a", "aten.add.Tensor", {G::ref("i"), 3}, {6}).values_dtype("a", "int64");
+  b.node("f", "aten.fmod.Scalar", {G::ref("a"), 5}, {6}).values_dtype("f", "int64");
+  b.node("r", "aten.remainder.Scalar", {G::ref("x"), -1.5}, {6});
+  const Plan p = plan_graph(b.build({"f", "r"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& code = p.groups[0].op_struct;
+  EXPECT_NE(code.find("const long long v1 = (v0 % 5LL);"), std::string::npos) << code;
+  EXPECT_NE(code.find("const float v2 = ((fmodf(x[0], -1.5f) != 0.f && (-1.5f < 0.f) != (fmodf(x[0], -1.5f) < 0.f)) ? "
+                      "fmodf(x[0], -1.5f) + -1.5f : fmodf(x[0], -1.5f));"),
+            std::string::npos)
+      << code;
+}
+
+// as_strided (adaptive_avg_pool1d's decomposition restrides its mean's size-1 dimensions): over a
+// computed value it is a view of that value's elements; over a view it is refused, since its
+// strides count PyTorch's storage, which the view shares from an unknown place.
+TEST(Plan, AsStridedViewsAComputedValue) {
+  G b;
+  b.value("x", {10, 7, 4}, "input");
+  b.node("m", "aten.mean.dim", std::vector<json>{G::ref("x"), json::array({-1}), true}, {10, 7, 1});
+  b.node("s", "aten.as_strided.default", {G::ref("m"), json::array({10, 7, 1}), json::array({7, 1, 7})}, {10, 7, 1});
+  b.node("y", "aten.view.default", {G::ref("s"), json::array({10, 7})}, {10, 7});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].family, "reduce");
+  ASSERT_EQ(p.groups[0].outputs.size(), 1u);  // the mean, as the view y of it the model returns
+  EXPECT_EQ(p.groups[0].outputs[0].value, "y");
+
+  G v;
+  v.value("x", {4, 6}, "input");
+  v.node("t", "aten.permute.default", {G::ref("x"), json::array({1, 0})}, {6, 4});
+  v.node("s", "aten.as_strided.default", {G::ref("t"), json::array({2, 2}), json::array({1, 2})}, {2, 2});
+  try {
+    plan_graph(v.build({"s"}));
+    ADD_FAILURE() << "planned";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("its input is a view (aten.permute.default)"), std::string::npos) << e.what();
+  }
+}
+
 // A bool constant is a float 1 / 0 like every bool in a kernel's registers; logical and / or / xor
 // take the operands' truth.
 TEST(Plan, BoolConstantsAndLogicalOpsAreTruthsOfFloats) {

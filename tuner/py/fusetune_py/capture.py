@@ -303,11 +303,45 @@ def _all(x, dim=None, keepdim=False):
     return torch.amin((x != 0).to(torch.float32), dims, keepdim) != 0
 
 
+def _gather_rows(x, d, idx, wrap):
+    """x indexed along dimension d by the int64 tensor idx (its dimensions in place of d): a gather
+    from x viewed with idx's dimensions inserted before d; `wrap` counts negative indices from the
+    end, as indexing does (index_select and embedding refuse them: the gather's range check)."""
+    m, shape = idx.dim(), list(x.shape)
+    out_shape = shape[:d] + list(idx.shape) + shape[d + 1:]
+    table = x.reshape(shape[:d] + [1] * (m - 1) + shape[d:]).expand(shape[:d] + list(idx.shape[:-1]) + shape[d:])
+    if wrap:
+        idx = torch.where(idx < 0, idx + shape[d], idx)
+    idx = idx.reshape([1] * d + list(idx.shape) + [1] * (len(shape) - d - 1)).expand(out_shape)
+    return torch.gather(table, d + m - 1, idx)
+
+
+def _index(x, indices):
+    """x[..., idx, ...] with one int64 tensor indexing one dimension (a relative position table
+    read by index). Other forms (several index tensors, bool masks) are left to torch.export."""
+    tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(tensors) != 1 or tensors[0][1].dtype != torch.int64 or tensors[0][1].dim() == 0:
+        return NotImplemented
+    return _gather_rows(x, tensors[0][0], tensors[0][1], wrap=True)
+
+
+def _index_select(x, dim, idx):
+    if idx.dtype != torch.int64 or x.dim() == 0:
+        return NotImplemented
+    return _gather_rows(x, dim % x.dim(), idx.reshape(-1), wrap=False)
+
+
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if indices.dtype != torch.int64 or indices.dim() == 0:
+        return NotImplemented
+    return _gather_rows(weight, 0, indices, wrap=False)
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
     max and min over a dimension as their value and index reductions, any and all as a float
-    maximum and minimum."""
+    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -325,6 +359,9 @@ def decompositions():
         table[op] = _any
     for op in (torch.ops.aten.all.dim, torch.ops.aten.all.default):
         table[op] = _all
+    table[torch.ops.aten.index.Tensor] = _index
+    table[torch.ops.aten.index_select.default] = _index_select
+    table[torch.ops.aten.embedding.default] = _embedding
     return table
 
 

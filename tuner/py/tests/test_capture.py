@@ -388,3 +388,28 @@ def test_long_cats_become_trees_a_kernel_can_read():
     assert max(len(c.args[0]) for c in cats) <= capture.MAX_CAT_PARTS
     for got, want in zip(ep.module()(x), M()(x)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_indexing_by_a_tensor_is_a_gather():
+    # A relative position table read by a flattened index buffer (Swin), a middle dimension picked
+    # by a 2-D index with negative entries, an embedding, index_select, and a bool mask (its
+    # result's size depends on the data: left to torch.export).
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("pos", torch.randint(0, 9, (4, 4)))
+            self.emb = torch.nn.Embedding(11, 3)
+
+        def forward(self, table, x, tokens, mask):
+            picked = x[:, torch.tensor([[0, -1], [2, -3]])]
+            return (table[self.pos.view(-1)].view(4, 4, -1), picked, self.emb(tokens),
+                    torch.index_select(x, -1, tokens[0]), x[mask])
+
+    table, x, tokens, model = torch.randn(9, 3), torch.randn(2, 5, 3), torch.randint(0, 3, (2, 6)), M()
+    mask = x > 0
+    ep = capture.export_graph(model, (table, x, tokens, mask), "m.py")
+    ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert ops.count(torch.ops.aten.gather.default) == 4 and ops.count(torch.ops.aten.index.Tensor) == 1
+    assert torch.ops.aten.embedding.default not in ops and torch.ops.aten.index_select.default not in ops
+    for got, want in zip(ep.module()(table, x, tokens, mask), model(table, x, tokens, mask)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)

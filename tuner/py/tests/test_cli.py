@@ -184,6 +184,7 @@ GPU_FAMILY_PLANS = {
     "bool_masks.py": ["elementwise", "reduce", "gemm"],
     "cat_forms.py": ["elementwise", "reduce"] + ["elementwise"] * 8,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
+    "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
 }
