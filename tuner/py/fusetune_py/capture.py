@@ -283,6 +283,17 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     return (loss.sum() / total if reduction == 1 else loss.sum()), total
 
 
+def _safe_softmax(x, dim, dtype=None):
+    """scaled_dot_product_attention's softmax, whose rows that are wholly -inf (masked out) are 0,
+    not NaN: such a row is the one whose maximum is -inf, so the guard reads the softmax's own
+    statistic and stays in its row group (torch's decomposition tests every element again)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    top = torch.amax(x, dim, keepdim=True)
+    e = torch.exp(x - top)
+    return torch.where(top == float("-inf"), 0.0, e / e.sum(dim, keepdim=True))
+
+
 def _max_dim(x, dim, keepdim=False):
     """torch.max(x, dim): amax and argmax over the same rows (one row group in the planner)."""
     return torch.amax(x, dim, keepdim), torch.argmax(x, dim, keepdim)
@@ -353,6 +364,7 @@ def decompositions():
     table[torch.ops.aten._native_batch_norm_legit_functional.default] = _batch_norm_functional
     table[torch.ops.aten._native_batch_norm_legit_no_training.default] = _batch_norm_no_training
     table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
+    table[torch.ops.aten._safe_softmax.default] = _safe_softmax
     table[torch.ops.aten.max.dim] = _max_dim
     table[torch.ops.aten.min.dim] = _min_dim
     for op in (torch.ops.aten.any.dim, torch.ops.aten.any.dims, torch.ops.aten.any.default):

@@ -413,3 +413,24 @@ def test_indexing_by_a_tensor_is_a_gather():
     assert torch.ops.aten.embedding.default not in ops and torch.ops.aten.index_select.default not in ops
     for got, want in zip(ep.module()(table, x, tokens, mask), model(table, x, tokens, mask)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
+
+
+def test_safe_softmax_guards_rows_by_their_maximum():
+    # scaled_dot_product_attention's softmax: a row masked wholly (-inf) is 0, a row with a NaN is
+    # NaN, a row with +inf is NaN, as torch's own; one amax over the rows, no per-element test.
+    class M(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    q, k, v = torch.randn(2, 5, 4), torch.randn(2, 6, 4), torch.randn(2, 6, 3)
+    mask = torch.zeros(5, 6)
+    mask[1] = float("-inf")
+    mask[2, :3] = float("-inf")
+    mask[3, 0] = float("nan")
+    mask[4, 5] = float("inf")
+    ep = capture.export_graph(M(), (q, k, v, mask), "m.py")
+    ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert ops.count(torch.ops.aten.amax.default) == 1 and torch.ops.aten.amin.default not in ops
+    got, want = ep.module()(q, k, v, mask), M()(q, k, v, mask)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6, equal_nan=True)
+    assert (got[:, 1] == 0).all() and got[:, 3:].isnan().all()
