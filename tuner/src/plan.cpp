@@ -297,7 +297,9 @@ void Planner::add_index(const Node& n, const ValueInfo& out) {
 
 std::string Planner::index_expr(const Layout& view) const {
   const Iota& io = iotas_.at(view.base);
-  return "(" + io.start + " + " + io.step + " * " + offset_expr(view, "idx") + ")";
+  std::string at = offset_expr(view, "idx");
+  if (view.offset != 0) at = "(" + int_literal((double)view.offset) + " + " + at + ")";  // a slice or flip of it
+  return "(" + io.start + " + " + io.step + " * " + at + ")";
 }
 
 // An index value that an op other than an elementwise one reads: written by an elementwise group

@@ -1069,6 +1069,24 @@ TEST(Plan, BoolConstantsAndLogicalOpsAreTruthsOfFloats) {
   EXPECT_NE(code.find("const float v4 = (float)((v3 != 0.f) != (x[0] != 0.f));"), std::string::npos) << code;
 }
 
+// A slice or a flip of an arange starts where it does: arange(12)[3:] is 3, 4, ... 11, and
+// arange(9).flip(0) is 8, 7, ... 0.
+TEST(Plan, SlicedOrFlippedArangeStartsWhereItDoes) {
+  G b;
+  b.value("x", {4, 9}, "input");
+  b.node("r", "aten.arange.start_step", {0, 12}, {12}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("s", "aten.slice.Tensor", {G::ref("r"), 0, 3, 9223372036854775807LL}, {9});
+  b.node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("s")}, {4, 9});
+  b.node("q", "aten.arange.start_step", {0, 9}, {9}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("f", "aten.flip.default", {G::ref("q"), json::array({0})}, {9});
+  b.node("z", "aten.add.Tensor", {G::ref("y"), G::ref("f")}, {4, 9});
+  const Plan p = plan_graph(b.build({"z"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& code = p.groups[0].op_struct;
+  EXPECT_NE(code.find("(0.0f + 1.0f * (3LL + ((long long)((unsigned)idx % 9u))))"), std::string::npos) << code;
+  EXPECT_NE(code.find("(0.0f + 1.0f * (8LL + ((long long)((unsigned)idx % 9u) * -1)))"), std::string::npos) << code;
+}
+
 // An arange read by something other than an elementwise step (here a gather's index, through an
 // expand, counting down) is written out by a group of its own first; a value computed from an
 // arange keeps its group from becoming a row group (row kernels have no idx), so a reduction of
