@@ -275,7 +275,7 @@ TEST(Compile, EveryFusableOp) {
     else if (op == "aten.clamp.default") args = {x, -0.5, nullptr};
     else if (op == "aten.clamp_min.default" || op == "aten.clamp_max.default") args = {x, 0.25};
     else if (op.find(".Tensor") != std::string::npos || op == "aten.maximum.default" || op == "aten.minimum.default" ||
-             op == "aten.atan2.default")
+             op == "aten.atan2.default" || (op.rfind("aten.logical_", 0) == 0 && op != "aten.logical_not.default"))
       args = {x, y};
     const std::string v = "v" + std::to_string(i++), s = "s" + std::to_string(i);
     builder.node(v, op, args, {5, 8}, op == "aten.gelu.default" ? json{{"approximate", "tanh"}} : json::object());
