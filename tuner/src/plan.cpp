@@ -60,7 +60,7 @@ std::string kernel_identity(const Graph& g, const Plan& plan, const Group& gr) {
   // named in order of appearance.
   std::string code = std::regex_replace(gr.op_struct, std::regex("\\b" + gr.id + "_op\\b"), "op");
   std::map<std::string, std::string> var;
-  static const std::regex variable("\\bv[0-9]+\\b");
+  static const std::regex variable("\\bv[0-9]+");  // v12, and v12 of v12_at
   std::string renamed;
   auto last = code.cbegin();
   for (std::sregex_iterator m(code.begin(), code.end(), variable), end; m != end; ++m) {

@@ -1328,6 +1328,17 @@ TEST(Plan, GroupsWithAnEarlierGroupsKernelRunIt) {
   EXPECT_EQ(p.groups[4].slots[0].layout.offset, 4);
   EXPECT_EQ(p.to_json()["groups"][1]["same_as"], "g0");
   EXPECT_FALSE(p.to_json()["groups"][0].contains("same_as"));
+
+  // A cat's code names its coordinate after its value (v3_at): twins all the same, as an RNN's
+  // concatenation of each step's input and hidden state.
+  G c;
+  c.value("x", {4, 6}, "input").value("y", {4, 2}, "input").value("w", {8, 6}, "parameter");
+  c.node("c0", "aten.cat.default", {json::array({G::ref("x"), G::ref("y")}), 1}, {4, 8});
+  c.node("p", "aten.mm.default", {G::ref("c0"), G::ref("w")}, {4, 6});
+  c.node("c1", "aten.cat.default", {json::array({G::ref("p"), G::ref("y")}), 1}, {4, 8});
+  const Plan q = plan_graph(c.build({"c1"}));
+  ASSERT_EQ(q.groups.size(), 3u);
+  EXPECT_EQ(q.groups[2].same_as, "g0");
 }
 
 }  // namespace
