@@ -161,14 +161,14 @@ std::string value_expr(const Graph& g, const std::string& v, const std::map<std:
   FT_THROW("value " + v + " is not available to forward()");
 }
 
-std::string model_new_source(const Graph& g, const Plan& plan, const std::string& out_dir, const std::string& model_path) {
+std::string model_new_source(const Graph& g, const Plan& plan, const std::string& out_dir, const std::string& model_path,
+                             const std::set<std::string>& takes_offsets) {
   std::string model_rel = absolute_path(model_path);
   const std::string out_abs = absolute_path(out_dir) + "/";
   if (model_rel.rfind(out_abs, 0) == 0) model_rel = model_rel.substr(out_abs.size());
   std::string inputs;
   for (const ValueInfo* v : g.inputs()) inputs += ", " + c_identifier(v->name);
   std::map<std::string, std::string> local;
-  const std::set<std::string> takes_offsets = offset_takers(plan);
   std::string body;
   for (const ValueInfo* v : g.inputs()) {  // numbers torch.export baked into the graph, as it guards them
     if (v->kind != "scalar_input") continue;
@@ -302,7 +302,7 @@ void emit_extension(const Graph& g, const Plan& plan, const std::string& out_dir
   for (const auto& suffix : {".cu", ".cpp", ".h"})
     for (const auto& f : list_files(kdir, suffix))
       if (!keep.count(f)) std::remove(path_join(kdir, f).c_str());  // no leftovers of an earlier model
-  write_file_if_changed(path_join(out_dir, "model_new.py"), model_new_source(g, plan, out_dir, model_path));
+  write_file_if_changed(path_join(out_dir, "model_new.py"), model_new_source(g, plan, out_dir, model_path, takes_offsets));
 }
 
 std::string tuned_constants_header(const json& best) {

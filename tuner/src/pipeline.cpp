@@ -190,9 +190,9 @@ Searched search_all(const Options& o, const Paths& p) {
   progress.log("fusetune: capturing " + o.model);
   const Graph g = capture(o, p);
   const Plan plan = plan_graph(g);
-  const size_t distinct = searched_groups(plan).size();
+  const int count = (int)searched_groups(plan).size();
   progress.log("planned " + std::to_string(plan.groups.size()) + " kernel groups" +
-               (distinct < plan.groups.size() ? ", " + std::to_string(distinct) + " distinct kernels to search (the others run one of these)" : ""));
+               (count < (int)plan.groups.size() ? ", " + std::to_string(count) + " distinct kernels to search (the others run one of these)" : ""));
   const DeviceInfo dev = check_device(o);
   const std::string data_key = g.model_sha256 + "/" + std::to_string(o.search.seed) + "/" + g.torch_version + "/" +
                                sha256_hex(plan.to_json().dump());
@@ -219,7 +219,6 @@ Searched search_all(const Options& o, const Paths& p) {
 
   json groups = json::array();
   std::map<std::string, size_t> searched;  // group id -> its entry in `groups`
-  const int count = (int)searched_groups(plan).size();
   for (const Group& gr : plan.groups) {
     if (!gr.same_as.empty()) {
       groups.push_back(twin_entry(gr, groups[searched.at(gr.same_as)]));
