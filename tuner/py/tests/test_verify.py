@@ -246,19 +246,46 @@ def test_profile_protocol_on_cpu(cli, write_model, tmp_path, monkeypatch):
     assert res["speedup_per_round"]["vs_eager"] == pytest.approx(ratios[3])  # the median of 7 rounds
 
 
+class FakeClock:
+    """A clock that only the contenders move: their timings are exact, whatever the machine's load."""
+
+    def __init__(self):
+        self.ms = 0.0
+
+    def event(self):
+        clock = self
+
+        class Event:
+            def record(self):
+                self.t = clock.ms
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        return Event()
+
+    def sleep(self, ms):
+        self.ms += ms
+
+
 def test_runs_cover_min_ms(monkeypatch):
-    monkeypatch.setattr(verify, "_event", PerfCounterEvent)
+    clock = FakeClock()
+    monkeypatch.setattr(verify, "_event", clock.event)
     monkeypatch.setattr(verify, "_synchronize", lambda: None)
+    slow, fast = (lambda: clock.sleep(2.0)), (lambda: None)
     entered = []
-    t = verify.time_interleaved({"slow": lambda: time.sleep(0.002), "fast": lambda: None}, entered.append, [],
-                                torch.zeros(4), warmup=2, min_runs=3, min_ms=20, max_runs=100)
-    # The same rounds for both: enough for the fast one's 20 ms (max_runs caps it), and no more
-    # than 20 x 20 ms in all.
-    assert t["slow"]["runs"] == t["fast"]["runs"] == 100 and t["slow"]["median"] >= 2.0 and t["fast"]["warmup"] == 2
+    t = verify.time_interleaved({"slow": slow, "fast": fast}, entered.append, [], torch.zeros(4), warmup=2,
+                                min_runs=3, min_ms=20, max_runs=100)
+    # The same rounds for both: enough for the fast one's 20 ms, capped by max_runs (the cap of
+    # 20 x 20 ms in all would allow 200).
+    assert t["slow"]["runs"] == t["fast"]["runs"] == 100 and t["slow"]["median"] == 2.0 and t["fast"]["warmup"] == 2
     assert entered[:2] == ["slow", "fast"] and entered[2:6] == ["slow", "fast", "fast", "slow"]
-    t = verify.time_interleaved({"slow": lambda: time.sleep(0.002), "fast": lambda: None}, lambda name: None, [],
-                                torch.zeros(4), warmup=2, min_runs=3, min_ms=2, max_runs=1000)
-    assert 10 <= t["slow"]["runs"] == t["fast"]["runs"] <= 20  # 20 x 2 ms over about 2 ms a round
-    t = verify.time_interleaved({"slow": lambda: time.sleep(0.002)}, lambda name: None, [], torch.zeros(4),
-                                warmup=2, min_runs=3, min_ms=20, max_runs=100)
-    assert 5 <= t["slow"]["runs"] <= 10  # min_ms covered at the contender's own speed
+    t = verify.time_interleaved({"slow": slow, "fast": fast}, lambda name: None, [], torch.zeros(4), warmup=2,
+                                min_runs=3, min_ms=2, max_runs=1000)
+    assert t["slow"]["runs"] == t["fast"]["runs"] == 20  # 20 x 2 ms over 2 ms a round
+    t = verify.time_interleaved({"slow": slow}, lambda name: None, [], torch.zeros(4), warmup=2, min_runs=3,
+                                min_ms=20, max_runs=100)
+    assert t["slow"]["runs"] == 10  # min_ms covered at the contender's own speed
+    t = verify.time_interleaved({"slow": slow}, lambda name: None, [], torch.zeros(4), warmup=2, min_runs=30,
+                                min_ms=20, max_runs=100)
+    assert t["slow"]["runs"] == 30  # never fewer than min_runs
