@@ -384,6 +384,7 @@ def export_graph(model, inputs, base):
     except Exception as e:
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
     push_gathers(ep.graph_module)
+    fold_operand_scales(ep.graph_module)
     reuse_cat_prefixes(ep.graph_module)
     split_long_cats(ep.graph_module)
     return ep
@@ -525,6 +526,67 @@ def push_gathers(gm):
                 graph.erase_node(src)
             changed = True
     graph.eliminate_dead_code()
+    graph.lint()
+    gm.recompile()
+
+
+# Views between a scaled value and the GEMM that reads it.
+_VIEWS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.expand.default,
+          torch.ops.aten.permute.default, torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
+          torch.ops.aten.squeeze.dims, torch.ops.aten.alias.default}
+_SCALES = {torch.ops.aten.mul.Tensor: False, torch.ops.aten.mul.Scalar: False, torch.ops.aten.div.Tensor: True,
+           torch.ops.aten.div.Scalar: True}  # op -> whether it divides
+
+
+def _scale_of(node):
+    """(x, c) when node is x * c or x / c (c / x would not do) for a floating tensor x and a
+    number c (as the factor x is multiplied by), laid out as x is; else None."""
+    divides = _SCALES.get(node.target)
+    if node.op != "call_function" or divides is None or node.kwargs or len(node.args) != 2:
+        return None
+    x, c = node.args
+    if not divides and not isinstance(x, torch.fx.Node):
+        x, c = c, x
+    if not isinstance(x, torch.fx.Node) or isinstance(c, bool) or not isinstance(c, (int, float)) or c == 0:
+        return None
+    val, out = x.meta.get("val"), node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dtype != out.dtype or not val.dtype.is_floating_point or \
+            val.shape != out.shape or val.stride() != out.stride():
+        return None
+    return x, 1.0 / c if divides else float(c)
+
+
+def fold_operand_scales(gm):
+    """mm(x * c, y) and bmm(x * c, y) for a number c (either operand, through views used by
+    nothing else) become mm(x, y) * c: the scaled operand is not written out, the GEMM reads x
+    as it is and its epilogue multiplies. SDPA's math scales q and k by sqrt(scale) each; their
+    product then reads q and k^T themselves (k^T K-major, as the TMA GEMM needs). The same
+    product in real arithmetic; in floating point c's rounding moves (a relative 1e-7)."""
+    graph = gm.graph
+    for gemm in list(graph.nodes):
+        if gemm.op != "call_function" or gemm.target not in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+            continue
+        if gemm.args[0] is gemm.args[1]:
+            continue  # one value read as both operands: its scale counts twice (left as it is)
+        factor = 1.0
+        for pos in (0, 1):
+            reader, node = gemm, gemm.args[pos]
+            while node.op == "call_function" and node.target in _VIEWS and len(node.users) == 1:
+                reader, node = node, node.args[0]
+            found = _scale_of(node) if len(node.users) == 1 else None
+            if found is None:
+                continue
+            x, c = found
+            reader.replace_input_with(node, x)
+            graph.erase_node(node)
+            factor *= c
+        if factor == 1.0:
+            continue
+        with graph.inserting_after(gemm):
+            scaled = graph.call_function(torch.ops.aten.mul.Tensor, (gemm, factor))
+        scaled.meta["val"] = torch.ops.aten.mul.Tensor(gemm.meta["val"], factor)
+        scaled.meta["stack_trace"] = gemm.meta.get("stack_trace")
+        gemm.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
     graph.lint()
     gm.recompile()
 

@@ -434,3 +434,26 @@ def test_safe_softmax_guards_rows_by_their_maximum():
     got, want = ep.module()(q, k, v, mask), M()(q, k, v, mask)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6, equal_nan=True)
     assert (got[:, 1] == 0).all() and got[:, 3:].isnan().all()
+
+
+def test_scaled_gemm_operands_become_a_scaled_product():
+    class M(torch.nn.Module):
+        def forward(self, q, k, a, w):
+            both = (q * 0.5) @ (k.transpose(-2, -1) / 4)  # through a transpose, a division
+            left = torch.mm(3 * a, w)  # the number first
+            kept = a * 2.0  # used twice: it stays
+            reused = kept @ w + kept[:, :1]
+            elementwise = (a + 1.0) @ w  # not a scale
+            squared = (a * a) @ w  # a product of tensors
+            scaled_w = w * 2.0
+            twice = scaled_w @ scaled_w  # one value read as both operands
+            return both, left, reused, elementwise, squared, twice
+
+    q, k = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
+    a, w = torch.randn(6, 8), torch.randn(8, 8)
+    ep = capture.export_graph(M(), (q, k, a, w), "m.py")
+    gemms = [n for n in ep.graph.nodes if n.target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default)]
+    scales = [[u.args[1] for u in g.users if u.target is torch.ops.aten.mul.Tensor] for g in gemms]
+    assert scales == [[0.125], [3.0], [], [], [], []], scales
+    for got, want in zip(ep.module()(q, k, a, w), M()(q, k, a, w)):
+        torch.testing.assert_close(got, want)

@@ -116,10 +116,10 @@ EXPECTED_PLANS = {
     "avgpool3d": [("elementwise", 1)],
     # Scans: a row group along the scanned dimension.
     "cumsum_rows": [("reduce", 1)],
-    # scaled_dot_product_attention written out (no fused attention kernel yet): the scaled
-    # operands, the causal mask (aranges and a bool constant), Q K^T with the mask added, the
-    # softmax with its guard for rows that are wholly masked, and P V.
-    "attention": [("elementwise", 2), ("elementwise", 4), ("gemm", 2), ("reduce", 7), ("gemm", 1)],
+    # scaled_dot_product_attention written out (no fused attention kernel yet): the causal mask
+    # (aranges and a bool constant), Q K^T with the operands' scales and the mask in its epilogue,
+    # the softmax with its guard for rows that are wholly masked, and P V.
+    "attention": [("elementwise", 4), ("gemm", 3), ("reduce", 7), ("gemm", 1)],
 }
 
 
