@@ -164,6 +164,8 @@ const std::map<std::string, Emit>& table() {
       {"aten.ne.Scalar", compare("!=")}, {"aten.ne.Tensor", compare("!=")},
       {"aten.isnan.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " != " + req(a, 0, "self") + ")"; }},
       {"aten.logical_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
+      // ~mask: torch defines it on bool (a logical not, here) and integer tensors (int64_table).
+      {"aten.bitwise_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
       {"aten.fmod.Scalar", fmod(false)},
       {"aten.fmod.Tensor", fmod(false)},
       {"aten.remainder.Scalar", remainder(false)},
@@ -185,7 +187,8 @@ bool is_elementwise_op(const std::string& op) { return table().count(op) > 0; }
 
 // The ops whose int64 form is not their float one.
 const std::map<std::string, Emit>& int64_table() {
-  static const std::map<std::string, Emit> t = {{"aten.fmod.Scalar", fmod(true)},
+  static const std::map<std::string, Emit> t = {{"aten.bitwise_not.default", unary("~")},
+                                                {"aten.fmod.Scalar", fmod(true)},
                                                 {"aten.fmod.Tensor", fmod(true)},
                                                 {"aten.remainder.Scalar", remainder(true)},
                                                 {"aten.remainder.Tensor", remainder(true)}};

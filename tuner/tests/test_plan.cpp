@@ -1005,16 +1005,18 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
 
 // fmod and remainder: in 64-bit integers on int64 values (roll's shifted indices), in floats on
 // floats; remainder takes the divisor's sign.
-TEST(Plan, FmodAndRemainderInIntegersAndFloats) {
+TEST(Plan, FmodRemainderAndBitwiseNotInIntegersAndFloats) {
   G b;
   b.value("i", {6}, "input", "int64").value("x", {6}, "input");
   b.node("a", "aten.add.Tensor", {G::ref("i"), 3}, {6}).values_dtype("a", "int64");
   b.node("f", "aten.fmod.Scalar", {G::ref("a"), 5}, {6}).values_dtype("f", "int64");
   b.node("r", "aten.remainder.Scalar", {G::ref("x"), -1.5}, {6});
-  const Plan p = plan_graph(b.build({"f", "r"}));
+  b.node("n", "aten.bitwise_not.default", {G::ref("f")}, {6}).values_dtype("n", "int64");
+  const Plan p = plan_graph(b.build({"f", "r", "n"}));
   ASSERT_EQ(p.groups.size(), 1u);
   const std::string& code = p.groups[0].op_struct;
   EXPECT_NE(code.find("const long long v1 = (v0 % 5LL);"), std::string::npos) << code;
+  EXPECT_NE(code.find("const long long v3 = ~(v1);"), std::string::npos) << code;
   EXPECT_NE(code.find("const float v2 = ((fmodf(x[0], -1.5f) != 0.f && (-1.5f < 0.f) != (fmodf(x[0], -1.5f) < 0.f)) ? "
                       "fmodf(x[0], -1.5f) + -1.5f : fmodf(x[0], -1.5f));"),
             std::string::npos)
@@ -1060,11 +1062,13 @@ TEST(Plan, BoolConstantsAndLogicalOpsAreTruthsOfFloats) {
   b.node("le", "aten.le.Scalar", {G::ref("x"), -1.0}, {4, 6}).values_dtype("le", "bool");
   b.node("either", "aten.logical_or.default", {G::ref("le"), G::ref("keep")}, {4, 6}).values_dtype("either", "bool");
   b.node("odd", "aten.logical_xor.default", {G::ref("either"), G::ref("x")}, {4, 6}).values_dtype("odd", "bool");
-  b.node("y", "aten.where.self", {G::ref("odd"), G::ref("x"), 0.5}, {4, 6});
+  b.node("even", "aten.bitwise_not.default", {G::ref("odd")}, {4, 6}).values_dtype("even", "bool");
+  b.node("y", "aten.where.self", {G::ref("even"), 0.5, G::ref("x")}, {4, 6});
   const Plan p = plan_graph(b.build({"y"}));
   ASSERT_EQ(p.groups.size(), 1u);
   const std::string& code = p.groups[0].op_struct;
   EXPECT_NE(code.find("const float v1 = (float)((v0 != 0.f) && (1.0f != 0.f));"), std::string::npos) << code;
+  EXPECT_NE(code.find("const float v5 = (float)(v4 == 0.f);"), std::string::npos) << code;
   EXPECT_NE(code.find("const float v3 = (float)((v2 != 0.f) || (v1 != 0.f));"), std::string::npos) << code;
   EXPECT_NE(code.find("const float v4 = (float)((v3 != 0.f) != (x[0] != 0.f));"), std::string::npos) << code;
 }
