@@ -9,7 +9,8 @@
 #   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # planted and one small model (smoke test)
 # Environment: OUT (where the summary and gpu_results.tgz go; default the scratch folder: give
 # each invocation its own), FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
-# header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py),
+# header folder), FUSETUNE_GPU_MODELS (space-separated subset; "toplevel" is ./model.py;
+# paths ending in .py are relative to the repository, e.g. tuner/tests/data/small_twins.py),
 # FUSETUNE_GPU_FAMILY_MODELS (space-separated subset of tests/gpu/models, without .py),
 # FUSETUNE_GPU_SEARCH_MODELS (shared models for the "searches" stage, or paths ending in .py
 # relative to the repository, e.g. tests/gpu/bench/gemm_epilogue_cost.py: the search alone, each
@@ -179,8 +180,11 @@ else
       families) families ;;
       models)
         for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square bmm_scale mlp3 sum_middle_dim softmax_rows logsumexp_rows rmsnorm_channels linear_softmax groupnorm linear_layernorm_silu smooth_l1_loss maxpool2d avgpool3d cumsum_rows argmin_last_dim cross_entropy batchnorm_train conv2d_relu_bias depthwise_conv2d conv_transpose2d_tanh conv1d_dilated conv3d_groupnorm_mean resblock}; do
-          if [ "$m" = toplevel ]; then model=$ROOT/model.py; else model=$MODELS_DIR/$m.py; fi
-          run_model "$m" "$model" ${FUSETUNE_GPU_ARGS:-}
+          case $m in
+            toplevel) run_model "$m" "$ROOT/model.py" ${FUSETUNE_GPU_ARGS:-} ;;
+            *.py) run_model "$(basename "$m" .py)" "$ROOT/$m" ${FUSETUNE_GPU_ARGS:-} ;;
+            *) run_model "$m" "$MODELS_DIR/$m.py" ${FUSETUNE_GPU_ARGS:-} ;;
+          esac
         done ;;
       searches)
         for m in ${FUSETUNE_GPU_SEARCH_MODELS:-}; do
