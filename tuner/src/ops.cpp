@@ -48,6 +48,11 @@ Emit logical(const std::string& opr) {
   };
 }
 
+// not of the operand's truth, as 0 / 1.
+Emit logical_not() {
+  return [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; };
+}
+
 // fmod (the sign of the dividend, as C's) and remainder (the sign of the divisor, as Python's),
 // PyTorch's way: remainder is fmod plus the divisor where their signs differ.
 Emit fmod(bool int64) {
@@ -163,9 +168,9 @@ const std::map<std::string, Emit>& table() {
       {"aten.eq.Scalar", compare("==")}, {"aten.eq.Tensor", compare("==")},
       {"aten.ne.Scalar", compare("!=")}, {"aten.ne.Tensor", compare("!=")},
       {"aten.isnan.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " != " + req(a, 0, "self") + ")"; }},
-      {"aten.logical_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
+      {"aten.logical_not.default", logical_not()},
       // ~mask: torch defines it on bool (a logical not, here) and integer tensors (int64_table).
-      {"aten.bitwise_not.default", [](const ArgExpr& a) { return "(float)(" + req(a, 0, "self") + " == 0.f)"; }},
+      {"aten.bitwise_not.default", logical_not()},
       {"aten.fmod.Scalar", fmod(false)},
       {"aten.fmod.Tensor", fmod(false)},
       {"aten.remainder.Scalar", remainder(false)},

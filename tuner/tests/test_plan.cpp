@@ -1004,7 +1004,8 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
 }
 
 // fmod and remainder: in 64-bit integers on int64 values (roll's shifted indices), in floats on
-// floats; remainder takes the divisor's sign.
+// floats; remainder takes the divisor's sign. bitwise_not of an int64 value is its complement
+// (of a bool one a logical not: Plan.BoolConstantsAndLogicalOpsAreTruthsOfFloats).
 TEST(Plan, FmodRemainderAndBitwiseNotInIntegersAndFloats) {
   G b;
   b.value("i", {6}, "input", "int64").value("x", {6}, "input");
