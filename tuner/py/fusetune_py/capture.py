@@ -550,8 +550,8 @@ def _scale_of(node):
     if not isinstance(x, torch.fx.Node) or isinstance(c, bool) or not isinstance(c, (int, float)) or c == 0:
         return None
     val, out = x.meta.get("val"), node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dtype != out.dtype or not val.dtype.is_floating_point or \
-            val.shape != out.shape or val.stride() != out.stride():
+    if not isinstance(val, torch.Tensor) or not isinstance(out, torch.Tensor) or val.dtype != out.dtype or \
+            not val.dtype.is_floating_point or val.shape != out.shape or val.stride() != out.stride():
         return None
     return x, 1.0 / c if divides else float(c)
 
