@@ -55,11 +55,14 @@ void run_python(const std::string& module, std::vector<std::string> args, const 
   if (rc != 0) FT_USER_ERROR(what + " failed (exit status " + std::to_string(rc) + ")");
 }
 
-Graph capture(const Options& o, const Paths& p) {
+// program: also write graph.pt2, which the search runs for its reference tensors (planning and
+// compiling need graph.json only).
+Graph capture(const Options& o, const Paths& p, bool program) {
   if (!file_exists(o.model)) FT_USER_ERROR("model file " + o.model + " does not exist");
   make_dirs(p.work);
-  run_python("capture", {"--model", absolute_path(o.model), "--out", p.work, "--seed", std::to_string(o.search.seed)},
-             "capturing " + o.model);
+  std::vector<std::string> args = {"--model", absolute_path(o.model), "--out", p.work, "--seed", std::to_string(o.search.seed)};
+  if (!program) args.push_back("--graph-only");
+  run_python("capture", args, "capturing " + o.model);
   return Graph::load(path_join(p.work, "graph.json"));
 }
 
@@ -144,17 +147,17 @@ void validate(Options& o) {
     if (!file_exists(d)) FT_USER_ERROR("template folder " + d + " does not exist");
 }
 
-Graph capture_model(const Options& o) { return capture(o, Paths(o)); }
+Graph capture_model(const Options& o) { return capture(o, Paths(o), false); }
 
 void stage_plan(const Options& o) {
   const Paths p(o);
-  const Graph g = capture(o, p);
+  const Graph g = capture(o, p, false);
   std::printf("%s\n", plan_graph(g).to_json().dump(2).c_str());
 }
 
 void stage_compile(const Options& o) {
   const Paths p(o);
-  const Graph g = capture(o, p);
+  const Graph g = capture(o, p, false);
   const Plan plan = plan_graph(g);
   Compiler compiler(template_dirs(o), o.arch, p.cache);
   SearchContext ctx;
@@ -188,7 +191,7 @@ struct Searched {
 Searched search_all(const Options& o, const Paths& p) {
   Progress progress(p.log);
   progress.log("fusetune: capturing " + o.model);
-  const Graph g = capture(o, p);
+  const Graph g = capture(o, p, true);
   const Plan plan = plan_graph(g);
   const int count = (int)searched_groups(plan).size();
   progress.log("planned " + std::to_string(plan.groups.size()) + " kernel groups" +

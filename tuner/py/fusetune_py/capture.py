@@ -634,7 +634,10 @@ def loaded_library(prefix):
     return found[0] if found else None
 
 
-def capture(model_path, out_dir, seed):
+def capture(model_path, out_dir, seed, program=True):
+    """Writes graph.json and, with program, graph.pt2 (the search runs it for its reference tensors;
+    planning and compiling read graph.json alone, and serializing an unrolled recurrent model's
+    graph takes minutes). Without it an older graph.pt2 is removed, so that no stale pair is left."""
     model_path = os.path.abspath(model_path)
     base = os.path.basename(model_path)
     sha256 = sha256_file(model_path) if os.path.isfile(model_path) else None  # of the bytes we import
@@ -655,11 +658,18 @@ def capture(model_path, out_dir, seed):
         "outputs": outputs, "mutations": mutations,
     }
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    pt2 = os.path.join(out_dir, "graph.pt2")
+    if not program:
+        if os.path.exists(pt2):
+            os.unlink(pt2)
+        with atomic_path(os.path.join(out_dir, "graph.json")) as tmp_json:
+            with open(tmp_json, "w") as f:
+                f.write(text)
+        return doc
     # Inputs are rebuilt from the seed; storing them would make graph.pt2 as big as the inputs.
     ep.example_inputs = None
     # Both files are staged first so that a failure leaves the old pair (or nothing) in place.
-    with atomic_path(os.path.join(out_dir, "graph.pt2")) as tmp_pt2, \
-            atomic_path(os.path.join(out_dir, "graph.json")) as tmp_json:
+    with atomic_path(pt2) as tmp_pt2, atomic_path(os.path.join(out_dir, "graph.json")) as tmp_json:
         with quiet():
             torch.export.save(ep, tmp_pt2)
         with open(tmp_json, "w") as f:
@@ -673,8 +683,9 @@ def main(argv=None):
     p.add_argument("--model", required=True, help="KernelBench-style model file")
     p.add_argument("--out", required=True, help="directory for graph.json and graph.pt2")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--graph-only", action="store_true", help="write graph.json alone (no graph.pt2)")
     args = p.parse_args(argv)
-    doc = capture(args.model, args.out, args.seed)
+    doc = capture(args.model, args.out, args.seed, program=not args.graph_only)
     print(f"captured {os.path.basename(args.model)}: {len(doc['nodes'])} nodes, "
           f"{len(doc['outputs'])} outputs -> {args.out}", file=sys.stderr)
 

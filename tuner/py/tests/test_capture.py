@@ -61,6 +61,16 @@ def test_graph_pt2_reloads_without_example_inputs(cli, linear_model, tmp_path):
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp") or ".tmp." in f]
 
 
+def test_graph_only_writes_the_description_alone(cli, linear_model, tmp_path):
+    # Planning reads graph.json alone; a graph.pt2 from an earlier capture is removed with it.
+    assert run_capture(cli, linear_model, tmp_path)[0] == 0
+    first = load_graph(tmp_path)
+    code, err = cli(capture.main, ["--model", linear_model, "--out", str(tmp_path), "--graph-only"])
+    assert code == 0, err
+    assert "graph.pt2" not in os.listdir(tmp_path) and not [f for f in os.listdir(tmp_path) if ".tmp" in f]
+    assert load_graph(tmp_path) == first
+
+
 def test_buffers_constants_tuples_and_encodings(cli, write_model, tmp_path):
     model = write_model("""
         class Model(nn.Module):
