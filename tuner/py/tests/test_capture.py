@@ -396,6 +396,10 @@ def test_long_cats_become_trees_a_kernel_can_read():
     cats = [n for n in ep.graph.nodes if n.target is torch.ops.aten.cat.default]
     assert sorted(len(c.args[0]) for c in cats) == [2, 3, 8, 11, 11], [len(c.args[0]) for c in cats]
     assert max(len(c.args[0]) for c in cats) <= capture.MAX_CAT_PARTS
+    # A kernel's tensors: the parts and the output (kMaxSlots in templates/fusetune_args.h).
+    args_h = os.path.join(os.path.dirname(__file__), "..", "..", "..", "templates", "fusetune_args.h")
+    with open(args_h) as f:
+        assert f"constexpr int kMaxSlots = {capture.MAX_CAT_PARTS + 1};" in f.read()
     for got, want in zip(ep.module()(x), M()(x)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
 
