@@ -63,12 +63,21 @@ const Family* family_anchoring(const std::string& op) {
   return nullptr;
 }
 
+bool slot_dims_fit(const Group& g, const Layout& l) {
+  if (l.sizes.size() <= (size_t)kMaxRank) return true;
+  if (g.family == "gemm" || g.family == "conv")
+    FT_THROW("group " + g.id + " has a slot of rank " + std::to_string(l.sizes.size()) + ", past KernelArgs' " +
+             std::to_string(kMaxRank) + " dimensions, which its kernels read");
+  return false;
+}
+
 KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base) {
   KernelArgs a{};
   for (size_t s = 0; s < g.slots.size(); ++s) {
     const Layout& l = g.slots[s].layout;
     // The offset is in elements of the slot's dtype.
     a.ptr[s] = reinterpret_cast<float*>(reinterpret_cast<char*>(slot_base.at(s)) + l.offset * dtype_bytes(g.slots[s].dtype));
+    if (!slot_dims_fit(g, l)) continue;
     for (size_t d = 0; d < l.sizes.size(); ++d) {
       a.size[s][d] = l.sizes[d];
       a.stride[s][d] = l.strides[d];

@@ -104,4 +104,10 @@ bool math_allowed(const Group& g, const Config& c, const std::string& policy);
 // measuring worker's buffers; the generated bindings fill the same fields from their tensors).
 KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base);
 
+// Whether slot layout l's sizes and strides go into KernelArgs (at most kMaxRank dimensions).
+// Only GEMM and convolution kernels read them (their operands have at most 5 dimensions; a deeper
+// slot there is an internal error); elementwise and row kernels have every offset as literals,
+// so their slots may have more dimensions (an einsum's broadcast products), left out of KernelArgs.
+bool slot_dims_fit(const Group& g, const Layout& l);
+
 }  // namespace fusetune

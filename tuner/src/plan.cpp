@@ -162,9 +162,6 @@ void Planner::check_float(const std::string& value, const Node* n, bool int64_ok
                               "(and read bool ones)"
                             : "; this op reads and writes float32 tensors only"));
   }
-  if (v.shape.size() > (size_t)kMaxRank)
-    FT_USER_ERROR("value " + value + " has rank " + std::to_string(v.shape.size()) + "; at most " +
-                  std::to_string(kMaxRank) + " is supported");
 }
 
 // A value read from memory by node n: float32 tensors, and int64 ones where elementwise ops read

@@ -116,6 +116,32 @@ TEST(Compile, EveryInstanceWithAranges) {
   for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("arange")));
 }
 
+// An einsum's broadcast product has seven dimensions: elementwise and row kernels take any rank
+// (their offsets are literals); KernelArgs' sizes and strides, which only GEMM and convolution
+// kernels read, leave such slots out.
+TEST(Compile, EveryInstanceOverSevenDimensions) {
+  G b;
+  b.value("a", {2, 1, 4, 1, 5, 1, 3}, "input").value("b", {1, 3, 1, 2, 1, 4, 3}, "input");
+  b.node("p", "aten.mul.Tensor", {G::ref("a"), G::ref("b")}, {2, 3, 4, 2, 5, 4, 3});
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("p"), json::array({-1})}, {2, 3, 4, 2, 5, 4});
+  b.node("e", "aten.exp.default", {G::ref("p")}, {2, 3, 4, 2, 5, 4, 3});
+  const Plan p = plan_graph(b.build({"s", "e"}));
+  ASSERT_FALSE(p.groups.empty());
+  for (const Group& gr : p.groups) {
+    compile_space(gr, Compiler(templates(), "sm_90", temp_dir("rank7")));
+    const KernelArgs a = kernel_args(gr, std::vector<float*>(gr.slots.size(), nullptr));
+    for (size_t s = 0; s < gr.slots.size(); ++s)
+      EXPECT_EQ(a.size[s][0], gr.slots[s].layout.sizes.size() > (size_t)kMaxRank ? 0 : gr.slots[s].layout.sizes[0]);
+  }
+  const auto deep = std::find_if(p.groups.begin(), p.groups.end(), [](const Group& gr) {
+    return std::any_of(gr.slots.begin(), gr.slots.end(), [](const Slot& s) { return s.layout.sizes.size() > (size_t)kMaxRank; });
+  });
+  ASSERT_NE(deep, p.groups.end());
+  Group gemm = *deep;  // the same slots in a family whose kernels read them: an internal error
+  gemm.family = "gemm";
+  EXPECT_THROW(kernel_args(gemm, std::vector<float*>(gemm.slots.size(), nullptr)), std::exception);
+}
+
 TEST(Compile, EveryGemmInstance) {
   Graph g = G().value("a", {3, 17, 19}, "input").value("b", {3, 19, 23}, "input").value("r", {3, 17, 23}, "input")
                 .node("p", "aten.bmm.default", {G::ref("a"), G::ref("b")}, {3, 17, 23})

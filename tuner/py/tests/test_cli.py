@@ -185,6 +185,7 @@ GPU_FAMILY_PLANS = {
     "cat_forms.py": ["elementwise", "reduce"] + ["elementwise"] * 8,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
+    "rank7_broadcast.py": ["reduce"],
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
 }
