@@ -601,7 +601,7 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
 // A result stays in a register (bool for comparisons) or is a float32 tensor, or an int64 one
 // computed by the int64 ops.
 void Planner::check_result(const Node& n, const ValueInfo& out) {
-  if (out.dtype == "bool" && out.shape.size() <= (size_t)kMaxRank) return;
+  if (out.dtype == "bool") return;
   check_float(n.name, &n, is_int64_op(n.op) || is_arg_reduction(n.op));
 }
 
@@ -710,7 +710,6 @@ void Planner::add_repeat(const Node& n, const ValueInfo& out) {
     expanded.sizes.push_back(size);
     expanded.strides.push_back(stride);
   }
-  if (expanded.sizes.size() > (size_t)kMaxRank) unsupported(n, "a repeat over more than " + std::to_string(kMaxRank / 2) + " repeated dimensions");
   copy_to_memory(expanded, n, n.name, out.shape);
 }
 

@@ -1282,7 +1282,7 @@ TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {
 
 TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
   // InstanceNorm's parameters repeated per sample: [6] -> [18], then a second repeat of a
-  // [2, 3] over [2, 2] (a leading dimension added, the other repeated).
+  // [2, 3] over [2, 2] (a leading dimension added, the other repeated), and one over 4 dimensions.
   Graph g = G().value("w", {6}, "parameter").value("m", {2, 3}, "input")
                 .node("r", "aten.repeat.default", {G::ref("w"), json::array({3})}, {18})
                 .node("q", "aten.repeat.default", {G::ref("m"), json::array({2, 1, 2})}, {2, 2, 6})
@@ -1297,6 +1297,12 @@ TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
   EXPECT_EQ(p.groups[1].index_shape, (std::vector<int64_t>{2, 1, 2, 2, 3}));
   EXPECT_EQ(p.groups[1].slots[0].layout.strides, (std::vector<int64_t>{0, 0, 3, 0, 1}));
   EXPECT_EQ(p.groups[1].outputs.at(0).shape, (std::vector<int64_t>{2, 2, 6}));
+  // Four repeated dimensions read over eight (more than KernelArgs' six: copies read literals).
+  const Plan deep = plan_graph(G().value("t", {2, 3, 2, 3}, "input")
+                                   .node("r", "aten.repeat.default", {G::ref("t"), json::array({2, 2, 2, 2})}, {4, 6, 4, 6})
+                                   .build({"r"}));
+  ASSERT_EQ(deep.groups.size(), 1u);
+  EXPECT_EQ(deep.groups[0].index_shape, (std::vector<int64_t>{2, 2, 2, 3, 2, 2, 2, 3}));
 }
 
 TEST(Plan, ReductionToAnotherDtypeIsRefused) {
