@@ -107,10 +107,10 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
     const std::string element = sl.dtype == "int64" ? "int64_t" : sl.dtype == "bool" ? "bool" : "float";
     const std::string at = tensor + ".data_ptr<" + element + ">() + " + (takes_offsets ? "offsets[" + S + "]" : std::to_string(sl.layout.offset));
     slots += "  args.ptr[" + S + "] = " + (element == "float" ? at : "reinterpret_cast<float*>(" + at + ")") + ";\n";
-    for (size_t d = 0; slot_dims_fit(gr, sl.layout) && d < sl.layout.sizes.size(); ++d) {
-      slots += "  args.size[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.sizes[d]) + "; args.stride[" +
-               S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.strides[d]) + ";\n";
-    }
+    if (slot_dims_fit(gr, sl.layout))
+      for (size_t d = 0; d < sl.layout.sizes.size(); ++d)
+        slots += "  args.size[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.sizes[d]) +
+                 "; args.stride[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.strides[d]) + ";\n";
   }
   const std::string first = c_identifier(inputs.front()), extra_slot = std::to_string(gr.slots.size());
   if (const int64_t floats = f.scratch_floats(gr); floats > 0) {
