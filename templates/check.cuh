@@ -1,7 +1,10 @@
 // Correctness check run by the tuner on the GPU: compares a candidate's output with PyTorch's
 // reference element-wise (|out - ref| <= atol + rtol * |ref|, NaN/Inf only where the reference
-// has them) and accumulates the squared norms for the relative-L2 check.
+// has them; float16 and bfloat16 outputs compared as floats) and accumulates the squared norms
+// for the relative-L2 check.
 #pragma once
+
+#include "half.cuh"
 
 namespace fusetune {
 
@@ -18,8 +21,10 @@ __device__ __forceinline__ bool finite_(float x) { return x == x && fabsf(x) != 
 
 }  // namespace fusetune
 
-extern "C" __global__ void fusetune_check(const float* out, const float* ref, long long n, float atol,
-                                          float rtol, fusetune::CheckStats* stats) {
+// out and ref hold T, read as floats by Load (float32, or a half type's 16 bits).
+template <class T, float (*Load)(T)>
+__device__ __forceinline__ void check_impl(const T* out, const T* ref, long long n, float atol, float rtol,
+                                           fusetune::CheckStats* stats) {
   __shared__ double s_diff[256], s_ref[256];
   __shared__ float s_max[256];
   __shared__ unsigned long long s_bad[256], s_first[256];
@@ -28,7 +33,7 @@ extern "C" __global__ void fusetune_check(const float* out, const float* ref, lo
   unsigned long long bad = 0, first = ~0ULL;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
-    const float o = out[i], r = ref[i];
+    const float o = Load(out[i]), r = Load(ref[i]);
     bool ok;
     if (fusetune::finite_(r)) {
       const float err = fabsf(o - r);
@@ -66,4 +71,21 @@ extern "C" __global__ void fusetune_check(const float* out, const float* ref, lo
     atomicAdd(&stats->n_bad, s_bad[0]);
     atomicMin(&stats->first_bad, s_first[0]);
   }
+}
+
+__device__ __forceinline__ float load_float(float x) { return x; }
+
+extern "C" __global__ void fusetune_check(const float* out, const float* ref, long long n, float atol, float rtol,
+                                          fusetune::CheckStats* stats) {
+  check_impl<float, load_float>(out, ref, n, atol, rtol, stats);
+}
+
+extern "C" __global__ void fusetune_check_float16(const unsigned short* out, const unsigned short* ref, long long n,
+                                                  float atol, float rtol, fusetune::CheckStats* stats) {
+  check_impl<unsigned short, fusetune::f16_to_float>(out, ref, n, atol, rtol, stats);
+}
+
+extern "C" __global__ void fusetune_check_bfloat16(const unsigned short* out, const unsigned short* ref, long long n,
+                                                   float atol, float rtol, fusetune::CheckStats* stats) {
+  check_impl<unsigned short, fusetune::bf16_to_float>(out, ref, n, atol, rtol, stats);
 }

@@ -30,7 +30,21 @@ std::string kernel_source(const Group& gr, const KernelChoice& k) {
 }
 
 std::string torch_dtype(const std::string& dtype) {
-  return dtype == "int64" ? "torch::kInt64" : dtype == "bool" ? "torch::kBool" : "torch::kFloat32";
+  if (dtype == "int64") return "torch::kInt64";
+  if (dtype == "bool") return "torch::kBool";
+  if (dtype == "float16") return "torch::kFloat16";
+  if (dtype == "bfloat16") return "torch::kBFloat16";
+  FT_CHECK(dtype == "float32", "no torch dtype for " + dtype);
+  return "torch::kFloat32";
+}
+
+// The C++ element type of a tensor of `dtype` (data_ptr<T>).
+std::string element_type(const std::string& dtype) {
+  if (dtype == "int64") return "int64_t";
+  if (dtype == "bool") return "bool";
+  if (dtype == "float16") return "at::Half";
+  if (dtype == "bfloat16") return "at::BFloat16";
+  return "float";
 }
 
 // The dtype of value v in the group's slots: as the kernel reads it (a bool the model gives is
@@ -104,7 +118,7 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
     } else {
       tensor = c_identifier(sl.layout.base);
     }
-    const std::string element = sl.dtype == "int64" ? "int64_t" : sl.dtype == "bool" ? "bool" : "float";
+    const std::string element = element_type(sl.dtype);
     const std::string at = tensor + ".data_ptr<" + element + ">() + " + (takes_offsets ? "offsets[" + S + "]" : std::to_string(sl.layout.offset));
     slots += "  args.ptr[" + S + "] = " + (element == "float" ? at : "reinterpret_cast<float*>(" + at + ")") + ";\n";
     if (slot_dims_fit(gr, sl.layout))
@@ -114,7 +128,8 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
   }
   const std::string first = c_identifier(inputs.front()), extra_slot = std::to_string(gr.slots.size());
   if (const int64_t floats = f.scratch_floats(gr); floats > 0) {
-    slots += "  torch::Tensor scratch = torch::empty({" + std::to_string(floats) + "}, " + first + ".options());\n" +
+    slots += "  torch::Tensor scratch = torch::empty({" + std::to_string(floats) + "}, " + first +
+             ".options().dtype(torch::kFloat32));\n" +
              "  args.ptr[" + extra_slot + "] = scratch.data_ptr<float>();\n";
   }
   if (const int64_t bytes = f.workspace_bytes(gr); bytes > 0) {

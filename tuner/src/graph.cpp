@@ -103,4 +103,6 @@ const json& node_arg(const Node& n, size_t i, const char* name) {
   return null_arg;
 }
 
+bool is_half(const std::string& dtype) { return dtype == "float16" || dtype == "bfloat16"; }
+
 }  // namespace fusetune

@@ -53,6 +53,10 @@ struct Graph {
   std::vector<const ValueInfo*> inputs() const;
 };
 
+// float16 or bfloat16: such tensors are stored as they are and computed in float32
+// (templates/half.cuh).
+bool is_half(const std::string& dtype);
+
 // Helpers for node arguments.
 bool is_value_ref(const json& arg);
 std::string value_ref(const json& arg);

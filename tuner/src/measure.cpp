@@ -91,7 +91,8 @@ class Worker {
   std::vector<std::unique_ptr<DeviceBuffer>> outputs_, refs_;
   std::vector<float*> slot_base_;
   std::unique_ptr<DeviceBuffer> flush_, stats_;
-  CUfunction check_fn_ = nullptr, transpose_fn_ = nullptr;
+  std::map<std::string, CUfunction> check_fns_;  // output dtype -> templates/check.cuh's kernel for it
+  CUfunction transpose_fn_ = nullptr;
   KernelArgs args_{};
   double best_ms_ = -1.0;
   // cuBLASLt (loaded only when a candidate calls it): handle, workspace, the product buffer of
@@ -238,7 +239,9 @@ void Worker::setup() {
   flush_ = std::make_unique<DeviceBuffer>((size_t)std::max(dev_.l2_bytes, 1 << 20) * 2);
   stats_ = std::make_unique<DeviceBuffer>(sizeof(CheckStats));
 
-  check_fn_ = load_kernel("#include \"check.cuh\"\n", "fusetune_check");
+  for (const GroupOutput& o : group_.outputs)
+    if (o.dtype != "int64" && !check_fns_.count(o.dtype))
+      check_fns_[o.dtype] = load_kernel("#include \"check.cuh\"\n", o.dtype == "float32" ? "fusetune_check" : "fusetune_check_" + o.dtype);
   if (job_.contains("best_ms") && job_.at("best_ms").is_number()) best_ms_ = job_.at("best_ms").get<double>();
 
   json device = {{"name", dev_.name},
@@ -364,20 +367,27 @@ json Worker::check_outputs() {
     }
     CheckStats init{0, ~0ULL, 0.0, 0.0, 0.f, 0.f};
     CU_CHECK(cuMemcpyHtoD_v2(stats_->ptr, &init, sizeof init));
-    long long n = (long long)(outputs_[o]->bytes / sizeof(float));
+    const std::string& dtype = group_.outputs[o].dtype;
+    const size_t element = (size_t)dtype_bytes(dtype);
+    long long n = (long long)(outputs_[o]->bytes / element);
     CUdeviceptr out = outputs_[o]->ptr, ref = refs_[o]->ptr, st = stats_->ptr;
     float fa = atol, fr = rtol;
     void* params[] = {&out, &ref, &n, &fa, &fr, &st};
     const unsigned blocks = (unsigned)std::min<long long>(std::max<long long>(ceil_div(n, 256), 1), 4096);
-    CU_CHECK(cuLaunchKernel(check_fn_, blocks, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+    CU_CHECK(cuLaunchKernel(check_fns_.at(dtype), blocks, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
     CheckStats s;
     CU_CHECK(cuMemcpyDtoH_v2(&s, stats_->ptr, sizeof s));
     const double rel_l2 = s.sum_sq_ref > 0 ? std::sqrt(s.sum_sq_diff / s.sum_sq_ref) : std::sqrt(s.sum_sq_diff);
     json r = {{"value", group_.outputs[o].value}, {"mismatches", s.n_bad}, {"max_abs_err", s.max_abs_err}, {"rel_l2", rel_l2}};
     if (s.n_bad > 0) {
-      float got = 0, want = 0;
-      CU_CHECK(cuMemcpyDtoH_v2(&got, out + s.first_bad * sizeof(float), sizeof got));
-      CU_CHECK(cuMemcpyDtoH_v2(&want, ref + s.first_bad * sizeof(float), sizeof want));
+      auto element_at = [&](CUdeviceptr p) {
+        std::string bytes(element, '\0');
+        CU_CHECK(cuMemcpyDtoH_v2(bytes.data(), p + s.first_bad * element, element));
+        float v = 0;
+        std::memcpy(&v, as_slot_dtype(bytes, dtype, "float32").data(), sizeof v);
+        return v;
+      };
+      const float got = element_at(out), want = element_at(ref);
       r["first_mismatch"] = {{"index", s.first_bad}, {"out", std::isfinite(got) ? json(got) : json(std::to_string(got))},
                              {"ref", std::isfinite(want) ? json(want) : json(std::to_string(want))}};
     }
@@ -544,11 +554,50 @@ void Worker::run_candidate(const json& cand) {
 
 }  // namespace
 
+namespace {
+
+// IEEE half's 16 bits as a float (exact: every half is a float).
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf, nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);  // rebias 15 -> 127
+  } else {  // zero or subnormal: mant * 2^-24
+    float v = std::ldexp((float)mant, -24);
+    std::memcpy(&bits, &v, sizeof bits);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+}  // namespace
+
 std::string as_slot_dtype(std::string data, const std::string& recorded, const std::string& slot) {
-  if (recorded != "bool" || slot != "float32") return data;
-  std::string floats(data.size() * sizeof(float), '\0');
-  for (size_t i = 0; i < data.size(); ++i) {
-    const float v = data[i] ? 1.f : 0.f;
+  if (recorded == slot) return data;
+  if (slot != "float32" || !(recorded == "bool" || is_half(recorded)))
+    FT_THROW("a recorded " + recorded + " tensor cannot be read as " + slot);
+  const size_t element = (size_t)dtype_bytes(recorded), n = data.size() / element;
+  std::string floats(n * sizeof(float), '\0');
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    if (recorded == "bool") {
+      v = data[i] ? 1.f : 0.f;
+    } else {
+      uint16_t h;
+      std::memcpy(&h, &data[i * element], sizeof h);
+      v = recorded == "float16" ? f16_to_float(h) : bf16_to_float(h);
+    }
     std::memcpy(&floats[i * sizeof(float)], &v, sizeof v);
   }
   return floats;

@@ -108,7 +108,7 @@ const std::map<std::string, Emit>& table() {
       {"aten.rsqrt.default", unary("rsqrtf")},
       {"aten.reciprocal.default", unary("1.f / ")},
       {"aten.erf.default", unary("erff")},
-      {"aten._to_copy.default", unary("(float)")},  // to float32 from int64 (float32 copies are views)
+      {"aten._to_copy.default", unary("(float)")},  // to float32 from int64 (float32 copies are views; to half: below)
       {"aten.sin.default", unary("fusetune::sin_<MATH>")},
       {"aten.cos.default", unary("fusetune::cos_<MATH>")},
       {"aten.tan.default", unary("tanf")},
@@ -232,6 +232,10 @@ std::string float_literal(double v) {
 }
 
 std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64) {
+  if (n.op == "aten._to_copy.default" && n.kwargs.contains("dtype")) {  // x.half(), x.bfloat16(): a rounding
+    const std::string to = n.kwargs.at("dtype").value("dtype", "");
+    if (is_half(to)) return std::string("fusetune::round_") + (to == "float16" ? "f16" : "bf16") + "((float)" + req(arg, 0, "self") + ")";
+  }
   if (const auto it = int64_table().find(n.op); int64 && it != int64_table().end()) return it->second(arg);
   const auto it = table().find(n.op);
   if (it == table().end()) FT_THROW("not an elementwise op: " + n.op);

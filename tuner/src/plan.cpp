@@ -155,21 +155,48 @@ std::string Planner::memory_dtype(const std::string& value) const {
 void Planner::check_float(const std::string& value, const Node* n, bool int64_ok) {
   const ValueInfo& v = g_.value(value);
   const std::string dtype = memory_dtype(value);
-  if (dtype != "float32" && !(int64_ok && (dtype == "int64" || dtype == "bool"))) {
+  if (dtype != "float32" && !(int64_ok && (dtype == "int64" || dtype == "bool" || is_half(dtype)))) {
     const std::string where = n ? " (" + (n->source.empty() ? n->name : n->source) + ")" : "";
     FT_USER_ERROR("value " + value + " has dtype " + v.dtype + where +
-                  (int64_ok ? "; fusetune kernels read and write float32 tensors, and int64 ones in add, sub, mul and neg "
-                              "(and read bool ones)"
+                  (int64_ok ? "; fusetune kernels read and write float32 tensors, float16 and bfloat16 ones where they "
+                              "are converted, and int64 ones in add, sub, mul and neg (and read bool ones)"
                             : "; this op reads and writes float32 tensors only"));
   }
 }
 
 // A value read from memory by node n: float32 tensors, and int64 ones where elementwise ops read
-// them (converted as PyTorch promotes them, or kept in 64 bits by the int64 ops).
+// them (converted as PyTorch promotes them, or kept in 64 bits by the int64 ops), and half ones
+// there too (converted as they load); other kernels read a half tensor's float32 copy.
 const Layout& Planner::operand(const std::string& v, const Node& n, bool int64_ok) {
   const Layout& l = memory_.at(v);
+  if (!int64_ok && is_half(memory_dtype(l.base))) return float_copy(v, n);
   check_float(l.base, &n, int64_ok);
   return l;
+}
+
+// Capture follows every half tensor with its float32 conversion (conversions_), which elementwise
+// steps read from the half memory itself. A kernel that reads floats only (a matrix product, a
+// row group, a pooling...) reads that conversion written out in float32, once, by an elementwise
+// group: v, a view of it, becomes the same view of the copy.
+const Layout& Planner::float_copy(const std::string& v, const Node& n) {
+  const Layout l = memory_.at(v);
+  const auto it = conversions_.find(l.base);
+  if (it == conversions_.end() || g_.value(v).dtype != "float32")
+    FT_USER_ERROR("value " + v + " has dtype " + g_.value(v).dtype + " (" + (n.source.empty() ? n.name : n.source) +
+                  "); this op reads float32 tensors only, and capture converts half tensors to float32 where they "
+                  "are read");
+  const std::string c = it->second;
+  const Layout whole = memory_.at(c);
+  if (whole.base != c) {  // not written out yet
+    if (!(whole == Layout::contiguous(whole.base, whole.sizes))) {  // a strided tensor: v's own elements
+      copy_to_memory(l, n, v);
+      return memory_.at(v);
+    }
+    copy_to_memory(whole, n, c);
+  }
+  memory_[v] = Layout{c, l.sizes, l.strides, l.offset};
+  producer_[v] = producer_.at(c);
+  return memory_.at(v);
 }
 
 void Planner::visit(const Node& n) {
@@ -217,10 +244,15 @@ void Planner::visit(const Node& n) {
   }
   if (is_identity_op(n.op)) {
     const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
+    const std::string in = value_ref(n.args.at(0));
+    if (!dtype.is_null() && is_half(dtype.value("dtype", ""))) return add_elementwise(n, out);  // a rounding
     if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 copies are fused");
-    if (g_.value(value_ref(n.args.at(0))).dtype == "int64" && out.dtype != "int64")
+    if (g_.value(in).dtype == "int64" && out.dtype != "int64")
       return add_elementwise(n, out);  // a conversion: computed, not a view of the int64 memory
-    forward(n, value_ref(n.args.at(0)), out.shape, /*is_view=*/false);
+    // A half tensor's float32 conversion is the half memory itself until a kernel that reads
+    // floats only needs it (float_copy).
+    if (is_half(g_.value(in).dtype) && memory_.count(in) && memory_.at(in).base == in) conversions_[in] = n.name;
+    forward(n, in, out.shape, /*is_view=*/false);
   } else if (is_view_op(n.op)) {
     forward(n, value_ref(n.args.at(0)), out.shape, /*is_view=*/true);
   } else if (is_elementwise_op(n.op)) {
@@ -463,16 +495,20 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   check_result(n, out);
   const auto operands = computed_operands(n);
   int target = -1, latest_producer = -1;
-  bool reads_index = false;
+  bool reads_index = false, reads_half = false;
   for (const auto& [pos, v] : operands) {
     if (index_values_.count(v)) reads_index = true;  // inlined: in no group, read from no memory
     else if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
     else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
+    if (memory_.count(v) && is_half(memory_dtype(memory_.at(v).base))) reads_half = true;
   }
   const bool int64 = out.dtype == "int64";
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
-    if (!int64 && !reads_index && target > latest_producer && join_row(target, n, out, operands)) return;
+    // Row groups load and store float32 values per element (and store int64 indices per row).
+    if (!int64 && !is_half(out.dtype) && !reads_index && !reads_half && target > latest_producer &&
+        join_row(target, n, out, operands))
+      return;
     target = -1;  // a new group, reading the row group's values from memory
   } else if (target < 0) {  // no fused operand: join the latest group over the same elements
     for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
@@ -520,6 +556,7 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
   for (const auto& [pos, v] : tensor_operands(n)) {
     if (constants_.count(v)) unsupported(n, "a constant tensor as the operand of " + family.name() + " is not supported");
     if (fused_.count(v)) materialize(v);
+    if (is_half(memory_dtype(memory_.at(v).base))) float_copy(v, n);  // written before this group exists
   }
   const int gi = new_group(family.group_family(), out.shape);
   Building& b = groups_[gi];
@@ -598,10 +635,11 @@ void Planner::add_pool(const Node& n, const std::string& value, const ValueInfo&
   add_step(target, value, n.op, std::move(step));
 }
 
-// A result stays in a register (bool for comparisons) or is a float32 tensor, or an int64 one
-// computed by the int64 ops.
+// A result stays in a register (bool for comparisons) or is a float32 tensor, an int64 one
+// computed by the int64 ops, or a half one computed by an elementwise op (stored converted).
 void Planner::check_result(const Node& n, const ValueInfo& out) {
   if (out.dtype == "bool") return;
+  if (is_half(out.dtype) && is_elementwise_op(n.op)) return;  // computed in float32, stored as half
   check_float(n.name, &n, is_int64_op(n.op) || is_arg_reduction(n.op));
 }
 
@@ -656,7 +694,7 @@ int Planner::new_group(const std::string& family, const std::vector<int64_t>& sh
 void Planner::materialize(const std::string& value) {
   if (memory_.count(value)) return;
   const Fused& f = fused_.at(value);
-  check_float(value, nullptr, /*int64_ok=*/true);  // int64 values exist only in elementwise groups
+  check_float(value, nullptr, /*int64_ok=*/true);  // int64 and half values exist only in elementwise steps
   // A comparison's result (bool) is written as float 0 / 1, as the kernels hold it.
   const std::string dtype = g_.value(value).dtype == "bool" ? "float32" : g_.value(value).dtype;
   groups_[f.group].group.outputs.push_back(GroupOutput{value, f.var, f.shape, dtype});
@@ -683,7 +721,9 @@ Layout Planner::copy_to_memory(const Layout& src, const Node& n, const std::stri
   step.int64 = int64;
   const std::string var = step.var;
   add_step(gi, name, "copy", std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape, int64 ? "int64" : "float32"});  // a bool as 0 / 1
+  // A bool as 0 / 1, a half value's copy as a float32 value (its conversion) or as half.
+  const std::string dtype = int64 ? "int64" : is_half(g_.value(name).dtype) ? g_.value(name).dtype : "float32";
+  groups_[gi].group.outputs.push_back(GroupOutput{name, var, shape, dtype});
   memory_[name] = Layout::contiguous(name, shape);
   producer_[name] = gi;
   return memory_[name];
@@ -737,8 +777,13 @@ std::vector<std::string> Group::input_values() const {
 
 int64_t Group::bytes_moved(const std::map<std::string, int64_t>& value_numel) const {
   int64_t bytes = 0;
-  for (const auto& v : input_values()) bytes += 4 * value_numel.at(v);
-  for (const auto& o : outputs) bytes += 4 * numel_of(o.shape);
+  for (const auto& v : input_values()) {
+    std::string dtype = "float32";
+    for (const Slot& s : slots)
+      if (s.access != Access::Output && s.layout.base == v) dtype = s.dtype;
+    bytes += dtype_bytes(dtype) * value_numel.at(v);
+  }
+  for (const auto& o : outputs) bytes += dtype_bytes(o.dtype) * numel_of(o.shape);
   return bytes;
 }
 
@@ -820,7 +865,9 @@ Group Group::from_json(const json& j) {
   return g;
 }
 
-int64_t dtype_bytes(const std::string& dtype) { return dtype == "int64" ? 8 : dtype == "bool" ? 1 : 4; }
+int64_t dtype_bytes(const std::string& dtype) {
+  return dtype == "int64" ? 8 : dtype == "bool" ? 1 : is_half(dtype) ? 2 : 4;
+}
 
 json Plan::to_json() const {
   json j;

@@ -29,6 +29,26 @@ const Layout* per_column_bias(const Node& n, const std::map<std::string, Layout>
   return !l.strides.empty() && l.strides.back() == 1 ? &l : nullptr;
 }
 
+// Element `at` of slot pointer `slot` (a float*) holding `dtype`, as the float (or int64) the
+// kernels compute with.
+std::string typed_load(const std::string& slot, const std::string& dtype, const std::string& at) {
+  if (dtype == "int64") return "reinterpret_cast<const long long*>(" + slot + ")" + at;
+  if (dtype == "bool") return "(float)reinterpret_cast<const unsigned char*>(" + slot + ")" + at;  // 0 / 1, as comparisons give
+  if (dtype == "float16") return "fusetune::f16_to_float(reinterpret_cast<const unsigned short*>(" + slot + ")" + at + ")";
+  if (dtype == "bfloat16") return "fusetune::bf16_to_float(reinterpret_cast<const unsigned short*>(" + slot + ")" + at + ")";
+  return slot + at;
+}
+
+// The store of variable var into element idx of slot s, an output of a dtype the templates do
+// not store (those store float32 outputs).
+std::string typed_store(int s, const std::string& dtype, const std::string& var) {
+  const std::string slot = "a.ptr[" + std::to_string(s) + "]";
+  if (dtype == "int64") return "    reinterpret_cast<long long*>(" + slot + ")[idx] = " + var + ";\n";
+  FT_CHECK(is_half(dtype), "no store for a " + dtype + " output");
+  return "    reinterpret_cast<unsigned short*>(" + slot + ")[idx] = fusetune::float_to_" +
+         (dtype == "float16" ? "f16" : "bf16") + "(" + var + ");\n";
+}
+
 }  // namespace
 
 Group finalize_group(Building& b) {
@@ -51,7 +71,7 @@ Group finalize_group(Building& b) {
   const int64_t numel = gr.numel();
   gr.full_slot = (int)gr.slots.size();
   // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
-  // int64 input (the templates load Full slots as floats).
+  // int64, bool or half input (the templates load Full slots as floats).
   auto full = [&](const Step& s, const Layout& l) {
     return !s.pool && s.cat.empty() && s.pad_inside.empty() && l.is_contiguous() && l.numel() == numel && !b.typed_values.count(l.base);
   };
@@ -62,7 +82,7 @@ Group finalize_group(Building& b) {
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
       if (!full(s, l)) slot_of(l, Access::Strided);
-  // float32 outputs first: the templates store those (kOut of them); Op::apply stores int64 ones.
+  // float32 outputs first: the templates store those (kOut of them); Op::apply stores the others.
   std::stable_partition(gr.outputs.begin(), gr.outputs.end(), [](const GroupOutput& o) { return o.dtype == "float32"; });
   gr.out_slot = (int)gr.slots.size();
   for (const GroupOutput& o : gr.outputs)
@@ -76,10 +96,7 @@ Group finalize_group(Building& b) {
     for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
       if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
     const int s = slot_of(l, Access::Strided);
-    const std::string dtype = dtype_of(l.base), at = "[" + offset_expr(l, "idx") + "]", slot = "a.ptr[" + std::to_string(s) + "]";
-    if (dtype == "int64") return "reinterpret_cast<const long long*>(" + slot + ")" + at;
-    if (dtype == "bool") return "(float)reinterpret_cast<const unsigned char*>(" + slot + ")" + at;  // 0 / 1, as comparisons give
-    return slot + at;
+    return typed_load("a.ptr[" + std::to_string(s) + "]", dtype_of(l.base), "[" + offset_expr(l, "idx") + "]");
   };
   // A cat's part or a pad's input: the strided view over the result, `shift` elements back.
   auto shifted_load = [&](const Layout& l, int64_t shift) {
@@ -139,7 +156,8 @@ Group finalize_group(Building& b) {
         expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg, s.int64);
       }
       if (s.anchor) {
-        if (const Layout* bias = per_column_bias(n, s.loaded_operands)) {
+        const Layout* bias = per_column_bias(n, s.loaded_operands);
+        if (bias && !b.typed_values.count(bias->base)) {  // a library adds float32 biases only
           gr.bias_slot = slot_of(*bias, Access::Strided);
           expr = "(kBiasInProduct ? x[0] : " + expr + ")";
         }
@@ -152,11 +170,16 @@ Group finalize_group(Building& b) {
     if (gr.outputs[o].dtype == "float32")
       body += "    y[" + std::to_string(float_outputs++) + "] = " + gr.outputs[o].var + ";\n";
     else  // contiguous over the index space, like every output
-      body += "    reinterpret_cast<long long*>(a.ptr[" + std::to_string(gr.out_slot + (int)o) + "])[idx] = " + gr.outputs[o].var + ";\n";
+      body += typed_store(gr.out_slot + (int)o, gr.outputs[o].dtype, gr.outputs[o].var);
   }
   const int n_in = std::max(1, anchor_inputs + gr.n_full);
   const bool pools = std::any_of(b.steps.begin(), b.steps.end(), [](const Step& s) { return s.pool.has_value(); });
-  gr.op_struct = std::string(pools ? "#include \"pool.cuh\"\n\n" : "") + "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
+  // half.cuh where a half tensor is loaded or stored, or a value rounded to half (a cast's result).
+  bool half = std::any_of(gr.slots.begin(), gr.slots.end(), [](const Slot& s) { return is_half(s.dtype); });
+  for (const Step& s : b.steps)
+    half = half || (s.node && s.node->op == "aten._to_copy.default" && s.node->kwargs.contains("dtype") &&
+                    is_half(s.node->kwargs.at("dtype").value("dtype", "")));
+  gr.op_struct = std::string(pools ? "#include \"pool.cuh\"\n\n" : "") + (half ? "#include \"half.cuh\"\n\n" : "") + "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
                  "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
                  "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +
                  "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +

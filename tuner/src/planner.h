@@ -42,8 +42,10 @@ class Planner {
   void check_float(const std::string& value, const Node* n, bool int64_ok = false);
   std::string memory_dtype(const std::string& value) const;
 
-  // A value read from memory by node n: only float32 tensors can be read by the kernels.
+  // A value read from memory by node n: float32 tensors; with int64_ok (an elementwise step's
+  // loads) int64, bool and half ones too, else a half tensor's float32 copy (float_copy).
   const Layout& operand(const std::string& v, const Node& n, bool int64_ok = false);
+  const Layout& float_copy(const std::string& v, const Node& n);
 
   void visit(const Node& n);
 
@@ -141,7 +143,8 @@ class Planner {
   // input's window from memory; the chain after it fuses as after any elementwise op.
   void add_pool(const Node& n, const std::string& value, const ValueInfo& out);
 
-  // A result stays in a register (bool for comparisons) or is a float32 tensor.
+  // A result stays in a register (bool for comparisons) or is a float32 tensor, an int64 one
+  // (the int64 ops), or a half one (an elementwise result, stored converted).
   void check_result(const Node& n, const ValueInfo& out);
 
   int new_group(const std::string& family, const std::vector<int64_t>& shape);
@@ -175,9 +178,10 @@ class Planner {
   std::map<std::string, int> producer_;   // base value -> group writing it (-1: model input)
   std::map<std::string, std::string> constants_;  // value -> literal (scalar_tensor, full, full_like)
   std::map<std::string, const Node*> tuples_;     // max pooling with indices or a split, until getitem
-  std::deque<Node> synthetic_;
+  std::deque<Node> synthetic_;                // ops planned in place of others (a split's part: a slice)
   std::map<std::string, int> pending_users_;  // value -> nodes reading it not planned yet
-  std::set<std::string> kept_;                // the model's outputs and new state: always written                    // ops planned in place of others (a split's part: a slice)
+  std::set<std::string> kept_;                // the model's outputs and new state: always written
+  std::map<std::string, std::string> conversions_;  // half tensor in memory -> its float32 conversion
   struct Iota {
     std::string start, step;  // literals of the value's dtype
     std::string op;

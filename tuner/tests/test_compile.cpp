@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "compile.h"
 #include "graph_builder.h"
@@ -318,11 +319,59 @@ TEST(Compile, EveryFusableOp) {
   }
 }
 
-TEST(Compile, CheckKernel) {  // the measuring worker's correctness check
-  const CompileResult r =
-      Compiler(templates(), "sm_90", temp_dir("check")).compile(CompileJob{"check", "#include \"check.cuh\"\n", "fusetune_check"});
-  EXPECT_TRUE(r.ok) << r.log;
-  EXPECT_EQ(r.lowered_name, "fusetune_check");
+TEST(Compile, CheckKernel) {  // the measuring worker's correctness check, one for each output dtype
+  const Compiler c(templates(), "sm_90", temp_dir("check"));
+  for (const char* name : {"fusetune_check", "fusetune_check_float16", "fusetune_check_bfloat16"}) {
+    const CompileResult r = c.compile(CompileJob{name, "#include \"check.cuh\"\n", name});
+    EXPECT_TRUE(r.ok) << r.log;
+    EXPECT_EQ(r.lowered_name, name);
+  }
+}
+
+// A half-precision model as capture writes it: float16 tensors loaded and converted by
+// elementwise steps (the per-column bias in a GEMM's epilogue too, not added by cuBLASLt),
+// converted to float32 for a GEMM's operands and a row group, results rounded and stored as
+// float16 and bfloat16 (in a GEMM's epilogue too). The first instance of every family that can
+// run each group compiles (the Op is the same in all of a family's instances; K = 68 keeps the
+// rows 16-byte aligned for the TMA GEMM).
+TEST(Compile, HalfLoadsAndStoresInEveryFamily) {
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}}, to_half = json{{"dtype", {{"dtype", "float16"}}}};
+  G b;
+  b.value("x", {37, 68}, "input", "float16").value("w", {45, 68}, "parameter", "float16");
+  b.value("bias", {45}, "parameter", "float16").value("y", {37, 45}, "input", "bfloat16");
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {37, 68}, to_float)
+      .node("cw", "aten._to_copy.default", {G::ref("w")}, {45, 68}, to_float)
+      .node("cb", "aten._to_copy.default", {G::ref("bias")}, {45}, to_float)
+      .node("cy", "aten._to_copy.default", {G::ref("y")}, {37, 45}, to_float)
+      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {68, 45})
+      .node("m", "aten.addmm.default", {G::ref("cb"), G::ref("cx"), G::ref("t")}, {37, 45})
+      .node("r", "aten.relu.default", {G::ref("m")}, {37, 45})
+      .node("h", "aten._to_copy.default", {G::ref("r")}, {37, 45}, to_half)
+      .values_dtype("h", "float16")
+      .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("cy"), json::array({1})}, {37})
+      .node("q", "aten.mul.Tensor", {G::ref("r"), G::ref("cy")}, {37, 45})
+      .node("o", "aten._to_copy.default", {G::ref("q")}, {37, 45}, json{{"dtype", {{"dtype", "bfloat16"}}}})
+      .values_dtype("o", "bfloat16");
+  const Plan p = plan_graph(b.build({"h", "s", "o"}));
+  std::set<std::string> families;
+  for (const Group& gr : p.groups) {
+    SearchContext ctx;
+    ctx.configs_dir = path_join(fusetune_home(), "configs");
+    ctx.arch = "sm_90";
+    std::vector<CompileJob> jobs;
+    for (const Family* f : families_for(gr, ctx.arch)) {
+      const SearchSpace space = load_space(ctx, f->name());
+      for (const Config& c : space.enumerate())
+        if (f->allowed(gr, c, "tf32") && f->has_kernel(gr, c)) {
+          jobs.push_back(candidate_job(gr, c, space.template_file, ctx.arch));
+          families.insert(f->name());
+          break;
+        }
+    }
+    for (const auto& r : Compiler(templates(), "sm_90", temp_dir("half")).compile_all(jobs, workers(), nullptr))
+      EXPECT_TRUE(r.ok) << r.name << "\n" << r.log << "\n" << gr.op_struct;
+  }
+  EXPECT_TRUE(families.count("gemm_tma") && families.count("cublaslt_tf32") && families.count("reduce")) << testing::PrintToString(families);
 }
 
 TEST(Compile, CacheHitsAndErrorsAreRecorded) {

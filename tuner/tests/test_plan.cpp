@@ -2,6 +2,7 @@
 // of values needed elsewhere, the generated Op, and clear refusals.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "error.h"
@@ -205,6 +206,108 @@ TEST(Plan, Int64ToFloatCopyIsAConversion) {
       << g.op_struct;
 }
 
+// A float16 model as capture writes it: the input converted to float32 where it is read, the
+// chain computed in float32, the result rounded to float16 and stored as such.
+TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
+  G b;
+  b.value("x", {5, 7}, "input", "float16")
+      .node("c", "aten._to_copy.default", {G::ref("x")}, {5, 7}, json{{"dtype", {{"dtype", "float32"}}}})
+      .node("r", "aten.relu.default", {G::ref("c")}, {5, 7})
+      .node("o", "aten._to_copy.default", {G::ref("r")}, {5, 7}, json{{"dtype", {{"dtype", "float16"}}}})
+      .values_dtype("o", "float16");
+  const Plan p = plan_graph(b.build({"o"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& g = p.groups[0];
+  EXPECT_EQ(g.nodes, (std::vector<std::string>{"r", "o"}));  // c is the half memory, read converted
+  EXPECT_EQ(g.slots.at(0).dtype, "float16");
+  EXPECT_EQ(g.slots.at(0).access, Access::Strided);  // the templates load Full slots as floats
+  ASSERT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(g.outputs[0].dtype, "float16");
+  const std::string& op = g.op_struct;
+  EXPECT_NE(op.find("#include \"half.cuh\""), std::string::npos) << op;
+  EXPECT_NE(op.find("fusetune::relu(fusetune::f16_to_float(reinterpret_cast<const unsigned short*>(a.ptr[0])["),
+            std::string::npos) << op;
+  EXPECT_NE(op.find("const float v1 = fusetune::round_f16((float)v0);"), std::string::npos) << op;
+  EXPECT_NE(op.find("reinterpret_cast<unsigned short*>(a.ptr[1])[idx] = fusetune::float_to_f16(v1);"), std::string::npos) << op;
+  EXPECT_NE(op.find("kOut = 0;"), std::string::npos) << op;
+  EXPECT_EQ(g.bytes_moved({{"x", 35}}), 35 * 2 + 35 * 2);
+}
+
+// A matrix product of bfloat16 tensors: each operand's float32 conversion is written out once by
+// an elementwise group (the GEMM kernels read floats), the weight's transpose stays a view of its
+// conversion (K-major, as nn.Linear's), and the epilogue stores the bfloat16 result.
+TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnce) {
+  G b;
+  b.value("x", {8, 16}, "input", "bfloat16").value("w", {32, 16}, "parameter", "bfloat16");
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {8, 16}, to_float)
+      .node("cw", "aten._to_copy.default", {G::ref("w")}, {32, 16}, to_float)
+      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {16, 32})
+      .node("m", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
+      .node("m2", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
+      .node("s", "aten.add.Tensor", {G::ref("m"), G::ref("m2")}, {8, 32})
+      .node("o", "aten._to_copy.default", {G::ref("s")}, {8, 32}, json{{"dtype", {{"dtype", "bfloat16"}}}})
+      .values_dtype("o", "bfloat16");
+  const Plan p = plan_graph(b.build({"o"}));
+  ASSERT_EQ(p.groups.size(), 4u);  // the two conversions, then the two products
+  for (int i : {0, 1}) {
+    const Group& conv = p.groups[i];
+    EXPECT_EQ(conv.family, "elementwise");
+    EXPECT_EQ(conv.slots.at(0).dtype, "bfloat16");
+    EXPECT_EQ(conv.outputs.at(0).dtype, "float32");
+    EXPECT_NE(conv.op_struct.find("fusetune::bf16_to_float("), std::string::npos) << conv.op_struct;
+  }
+  EXPECT_EQ(p.groups[0].outputs[0].value, "cx");
+  EXPECT_EQ(p.groups[1].outputs[0].value, "cw");
+  const Group& first = p.groups[2];
+  EXPECT_EQ(first.family, "gemm");
+  EXPECT_EQ(first.slots[0].layout.base, "cx");
+  EXPECT_EQ(first.slots[1].layout.base, "cw");
+  EXPECT_EQ(first.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 16}));
+  const Group& second = p.groups[3];
+  EXPECT_EQ(second.slots[0].layout.base, "cx");  // not converted again
+  ASSERT_EQ(second.outputs.size(), 1u);
+  EXPECT_EQ(second.outputs[0].dtype, "bfloat16");
+  EXPECT_NE(second.op_struct.find("= fusetune::float_to_bf16(v"), std::string::npos) << second.op_struct;
+}
+
+// A row group loads and stores float32 values: a reduction's result rounded to float16, and its
+// product with a float16 input, are an elementwise group after it.
+TEST(Plan, HalfValuesAfterARowGroupAreAGroupOfTheirOwn) {
+  G b;
+  b.value("x", {4, 8}, "input").value("y", {4}, "input", "float16");
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {4})
+      .node("o", "aten._to_copy.default", {G::ref("s")}, {4}, json{{"dtype", {{"dtype", "float16"}}}})
+      .values_dtype("o", "float16")
+      .node("cy", "aten._to_copy.default", {G::ref("y")}, {4}, json{{"dtype", {{"dtype", "float32"}}}})
+      .node("m", "aten.mul.Tensor", {G::ref("s"), G::ref("cy")}, {4});
+  const Plan p = plan_graph(b.build({"o", "m"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].family, "reduce");
+  EXPECT_EQ(p.groups[0].outputs.at(0).dtype, "float32");
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"o", "m"}));
+  std::map<std::string, std::string> dtypes;
+  for (const GroupOutput& out : p.groups[1].outputs) dtypes[out.value] = out.dtype;
+  EXPECT_EQ(dtypes, (std::map<std::string, std::string>{{"m", "float32"}, {"o", "float16"}}));
+  for (const Slot& sl : p.groups[0].slots) EXPECT_EQ(sl.dtype, "float32");
+}
+
+// A half tensor read by a kernel without its float32 conversion (no capture writes that) is
+// refused with the value and the op.
+TEST(Plan, HalfTensorReadUnconvertedIsRefused) {
+  G b;
+  b.value("x", {8, 16}, "input", "float16").value("w", {16, 4}, "input", "float16");
+  b.node("m", "aten.mm.default", {G::ref("x"), G::ref("w")}, {8, 4});
+  try {
+    plan_graph(b.build({"m"}));
+    FAIL() << "planned";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("value x has dtype float16 (m.py:3: m); this op reads float32 tensors only"),
+              std::string::npos) << e.what();
+  }
+}
+
 // A reduction of a chain that reads int64 memory: the chain stays an elementwise group (row
 // kernels load floats only) and the reduction reads its float result.
 TEST(Plan, ReductionOfAChainReadingInt64StartsItsOwnGroup) {
@@ -278,6 +381,29 @@ TEST(Plan, ComparisonsInMemoryAreFloats) {
   EXPECT_EQ(std::vector<float>(f, f + 3), (std::vector<float>{1.f, 0.f, 1.f}));
   EXPECT_EQ(as_slot_dtype(recorded, "float32", "float32"), recorded);
   expect_refusal(b.build({"pos"}), "returns a bool tensor");
+}
+
+// Half tensors recorded by PyTorch, read by the host as floats (a half output's first mismatch):
+// float16's normal, largest, subnormal and special values, bfloat16's upper 16 bits of a float.
+TEST(Plan, HalfBytesReadAsFloats) {
+  const uint16_t f16[] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x7c00, 0x8000};
+  const std::string floats = as_slot_dtype(std::string(reinterpret_cast<const char*>(f16), sizeof f16), "float16", "float32");
+  ASSERT_EQ(floats.size(), 6 * sizeof(float));
+  float v[6];
+  std::memcpy(v, floats.data(), sizeof v);
+  EXPECT_EQ(v[0], 1.f);
+  EXPECT_EQ(v[1], -2.5f);
+  EXPECT_EQ(v[2], 65504.f);
+  EXPECT_EQ(v[3], std::ldexp(1.f, -24));
+  EXPECT_TRUE(std::isinf(v[4]) && v[4] > 0);
+  EXPECT_TRUE(v[5] == 0.f && std::signbit(v[5]));
+  const uint16_t bf16[] = {0x3f80, 0xc0a0};
+  const std::string b = as_slot_dtype(std::string(reinterpret_cast<const char*>(bf16), sizeof bf16), "bfloat16", "float32");
+  std::memcpy(v, b.data(), 2 * sizeof(float));
+  EXPECT_EQ(v[0], 1.f);
+  EXPECT_EQ(v[1], -5.f);
+  EXPECT_EQ(as_slot_dtype(std::string(2, 'a'), "float16", "float16"), std::string(2, 'a'));
+  EXPECT_THROW(as_slot_dtype(std::string(8, '\0'), "int64", "float32"), std::exception);
 }
 
 TEST(Plan, Int64OutsideElementwiseOpsIsRefused) {
