@@ -247,6 +247,29 @@ TEST(Emit, NumberAndBoolInputsBuild) {
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
 }
 
+// A float16 model: the bindings check and pass float16 tensors as such (at::Half), the kernels
+// convert them (templates/half.cuh, under nvcc too), the GEMM's epilogue stores the float16 result.
+TEST(Emit, HalfTensorsBuild) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_half.py");
+  std::vector<std::string> families;
+  for (const Group& gr : cap.plan.groups) families.push_back(gr.family);
+  ASSERT_EQ(families, (std::vector<std::string>{"elementwise", "elementwise", "gemm"}));
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}},
+                                                       {"g1", KernelChoice{"elementwise", "elementwise.cuh"}},
+                                                       {"g2", KernelChoice{"gemm", "gemm.cuh"}}};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string kdir = path_join(cap.o.out, "extension/kernels");
+  const std::string g0 = read_file(path_join(kdir, "g0_binding.cpp")), g2 = read_file(path_join(kdir, "g2_binding.cpp"));
+  EXPECT_NE(g0.find("fusetune::check_input(x, \"x\", {8, 16}, torch::kFloat16);"), std::string::npos) << g0;
+  EXPECT_NE(g0.find("reinterpret_cast<float*>(x.data_ptr<at::Half>() + 0);"), std::string::npos) << g0;
+  EXPECT_NE(g0.find("torch::empty({8, 16}, x.options().dtype(torch::kFloat32));"), std::string::npos) << g0;
+  EXPECT_NE(g2.find(".options().dtype(torch::kFloat16));"), std::string::npos) << g2;
+  EXPECT_NE(read_file(path_join(kdir, "g2.cu")).find("fusetune::float_to_f16("), std::string::npos);
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+}
+
 // Groups that run an earlier group's kernel (Group::same_as) get no kernel pair of their own:
 // model_new.py calls that group's op with their tensors, and, where their slices start elsewhere
 // (the time steps), with their offsets, which that op's binding then takes.

@@ -4,22 +4,20 @@ import argparse
 import inspect
 import json
 import math
-import operator
 import os
-import re
 import sys
 
 import torch
-from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 
-from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line,
-                     json_float, load_module, quiet, run_main, sha256_file, atomic_path)
+from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line, json_float,
+                     load_module, op_name, parse_frames, quiet, run_main, sha256_file, atomic_path)
+from .half import compute_half_in_float32
 
 FORMAT = "fusetune-graph"
 VERSION = 1
 _INPUT_KINDS = {InputKind.USER_INPUT: "input", InputKind.PARAMETER: "parameter",
                 InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
-_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in ')
 
 
 def plain_json(x):
@@ -50,26 +48,6 @@ def encode_arg(x):
 
 def tensor_meta(t):
     return {"shape": list(t.shape), "dtype": dtype_name(t.dtype), "strides": list(t.stride())}
-
-
-def op_name(target):
-    if isinstance(target, torch._ops.OpOverload):
-        return str(target)
-    if target is operator.getitem:
-        return "getitem"
-    return getattr(target, "__name__", str(target))
-
-
-def parse_frames(trace):
-    """(file, line, code) for each frame of an fx stack trace, oldest first."""
-    frames, lines = [], trace.splitlines()
-    for i, line in enumerate(lines):
-        m = _FRAME.match(line)
-        if m:
-            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            code = "" if _FRAME.match(nxt) else nxt
-            frames.append((m.group(1), int(m.group(2)), code))
-    return frames
 
 
 def source_of(node, model_path):
@@ -383,11 +361,22 @@ def export_graph(model, inputs, base):
             ep = torch.export.export(model, tuple(inputs)).run_decompositions(decompositions())
     except Exception as e:
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
+    compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)
     reuse_cat_prefixes(ep.graph_module)
     split_long_cats(ep.graph_module)
+    name_outputs(ep)
     return ep
+
+
+def name_outputs(ep):
+    """The signature names the values the output node reads: a pass may have given it others (a
+    half output's rounding), and ep.module(), torch.export.save and graph.json go by the names."""
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    for spec, arg in zip(ep.graph_signature.output_specs, output.args[0]):
+        if isinstance(arg, torch.fx.Node) and isinstance(spec.arg, TensorArgument) and spec.arg.name != arg.name:
+            spec.arg = TensorArgument(name=arg.name)  # not renamed in place: another spec may hold it
 
 
 # The parts one cat kernel reads: fusetune's kernels take at most 12 tensors (kMaxSlots in

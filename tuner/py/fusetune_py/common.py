@@ -7,7 +7,9 @@ import io
 import json
 import logging
 import math
+import operator
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -124,10 +126,17 @@ def build_model_and_inputs(module, seed):
     return model, inputs, init_args
 
 
+# Half-precision tensors fusetune stores as they are and computes in float32 (capture's
+# compute_half_in_float32).
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+_SUPPORTED = "float32, float16, bfloat16, int64 and bool tensors"
+
+
 def check_input_dtypes(base, inputs):
-    """float32 tensors, and int64 and bool ones (indices, targets, masks), which the planner lets
-    elementwise ops read and says so where another op would need them; and Python numbers, which
-    torch.export bakes into the graph (ModelNew then checks that it is called with the same ones)."""
+    """float32 tensors; float16 and bfloat16 ones, which capture converts to float32 where the graph
+    starts; int64 and bool ones (indices, targets, masks), which the planner lets elementwise ops
+    read and says so where another op would need them; and Python numbers, which torch.export
+    bakes into the graph (ModelNew then checks that it is called with the same ones)."""
     for i, x in enumerate(inputs):
         if isinstance(x, (bool, int, float)):
             if not math.isfinite(x):
@@ -135,9 +144,9 @@ def check_input_dtypes(base, inputs):
             continue
         if not isinstance(x, torch.Tensor):
             raise UserError(f"{base}: input {i} is {type(x).__name__}, not a tensor or a number; "
-                            "fusetune supports float32, int64 and bool tensors and Python numbers only")
-        if x.dtype not in (torch.float32, torch.int64, torch.bool):
-            raise UserError(f"{base}: input {i} has dtype {x.dtype}; fusetune supports float32, int64 and bool tensors only")
+                            f"fusetune supports {_SUPPORTED} and Python numbers only")
+        if x.dtype not in (torch.float32, *HALF_DTYPES, torch.int64, torch.bool):
+            raise UserError(f"{base}: input {i} has dtype {x.dtype}; fusetune supports {_SUPPORTED} only")
 
 
 def sha256_file(path):
@@ -222,3 +231,26 @@ def pytorch_default_precision():
 
 def to_device(x, device):
     return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in ')
+
+
+def op_name(target):
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if target is operator.getitem:
+        return "getitem"
+    return getattr(target, "__name__", str(target))
+
+
+def parse_frames(trace):
+    """(file, line, code) for each frame of an fx stack trace, oldest first."""
+    frames, lines = [], trace.splitlines()
+    for i, line in enumerate(lines):
+        m = _FRAME.match(line)
+        if m:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            code = "" if _FRAME.match(nxt) else nxt
+            frames.append((m.group(1), int(m.group(2)), code))
+    return frames

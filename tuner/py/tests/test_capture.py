@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from fusetune_py import capture
+from fusetune_py import capture, half
 from conftest import SHARED_MODELS
 
 PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -164,10 +164,18 @@ def get_init_inputs():
 
 @pytest.mark.parametrize("body, message", [
     (_model("return x", "[torch.randn(3), torch.arange(3).to(torch.int32)]"),
-     "error: model.py: input 1 has dtype torch.int32; fusetune supports float32, int64 and bool tensors only"),
+     "error: model.py: input 1 has dtype torch.int32; "
+     "fusetune supports float32, float16, bfloat16, int64 and bool tensors only"),
+    (_model("return x.float()", "[torch.randn(3).half(), torch.randn(3).double()]"),
+     "error: model.py: input 1 has dtype torch.float64; "
+     "fusetune supports float32, float16, bfloat16, int64 and bool tensors only"),
     (_model("return x", "[torch.randn(3), 'a']"),
      "error: model.py: input 1 is str, not a tensor or a number; "
-     "fusetune supports float32, int64 and bool tensors and Python numbers only"),
+     "fusetune supports float32, float16, bfloat16, int64 and bool tensors and Python numbers only"),
+    # A bitcast of a half tensor: its bytes are float32 ones in the rewritten graph.
+    (_model("return x.view(torch.bfloat16).float() * 2", "[torch.randn(4, 8).half()]"),
+     "error: fusetune computes half-precision models in float32 and cannot rewrite view = aten.view.dtype "
+     "(model.py:11: return x.view(torch.bfloat16).float() * 2)"),
     (_model("return x * rest[0]", "[torch.randn(3), float('nan')]"),
      "error: model.py: input 1 is nan; fusetune supports finite numbers only"),
     (_model("return x", "torch.randn(3)"), "error: model.py: get_inputs() must return a list, got Tensor"),
@@ -471,3 +479,187 @@ def test_scaled_gemm_operands_become_a_scaled_product():
     assert scales == [[0.125], [3.0], [], [], [], []], scales
     for got, want in zip(ep.module()(q, k, a, w), M()(q, k, a, w)):
         torch.testing.assert_close(got, want)
+
+
+# Half-precision models: half tensors only at the boundary, every op in float32.
+HALF = ("float16", "bfloat16")
+
+
+def _reads(arg):
+    """Names of the values a node's encoded args and kwargs read."""
+    if isinstance(arg, dict):
+        return [arg["value"]] if "value" in arg else [r for v in arg.values() for r in _reads(v)]
+    if isinstance(arg, list):
+        return [r for v in arg for r in _reads(v)]
+    return []
+
+
+def _converts_to(node):
+    """The dtype a _to_copy node converts to, else None."""
+    return node["kwargs"].get("dtype", {}).get("dtype") if node["op"] == "aten._to_copy.default" else None
+
+
+def half_boundary(g):
+    """Checks the contract graph.json gives the planner for half models and returns the readers of
+    each value: every value float32 but the half placeholders, each read by its float32 conversion
+    alone, and the _to_copy nodes to a half dtype, read only by conversions to float32 (or returned)."""
+    nodes = {n["name"]: n for n in g["nodes"]}
+    readers = {name: [] for name in g["values"]}
+    for n in g["nodes"]:
+        for name in _reads([n["args"], n["kwargs"]]):
+            readers[name].append(n)
+    for name, v in g["values"].items():
+        if v["dtype"] not in HALF:
+            assert v["dtype"] == "float32", (name, v)
+        elif v["kind"] == "intermediate":
+            assert _converts_to(nodes[name]) == v["dtype"], nodes[name]
+            assert all(_converts_to(r) == "float32" for r in readers[name]), (name, readers[name])
+        else:
+            assert [_converts_to(r) for r in readers[name]] == ["float32"], (name, readers[name])
+    return readers
+
+
+def _half_values(g):
+    return {name: v["dtype"] for name, v in g["values"].items() if v["dtype"] in HALF}
+
+
+HALF_LINEAR = """
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(64, 32)
+            self.half()
+
+        def forward(self, x):
+            return torch.nn.functional.gelu(self.fc(x))
+
+
+    def get_inputs():
+        return [torch.randn(8, 64).half()]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+
+def test_float16_model_is_computed_in_float32(cli, write_model, tmp_path):
+    out = tmp_path / "work"
+    code, err = run_capture(cli, write_model(HALF_LINEAR), out)
+    assert code == 0, err
+    g = load_graph(out)
+    half_boundary(g)
+    result = g["nodes"][-1]
+    assert g["outputs"] == [result["name"]] and _converts_to(result) == "float16"
+    assert _half_values(g) == {"x": "float16", "p_fc_weight": "float16", "p_fc_bias": "float16",
+                               result["name"]: "float16"}
+    gemms = [n["name"] for n in g["nodes"] if n["op"] in ("aten.addmm.default", "aten.mm.default")]
+    assert gemms and all(g["values"][n]["dtype"] == "float32" for n in gemms)
+    assert g["values"][result["args"][0]["value"]]["dtype"] == "float32"  # the gelu, rounded last
+    assert result["source"] == "model.py:12: return torch.nn.functional.gelu(self.fc(x))"
+
+
+def test_bfloat16_softmax_keeps_its_rounding(cli, write_model, tmp_path):
+    # torch's softmax of bfloat16 computes in float32 and rounds once: that rounding is the output.
+    out = tmp_path / "work"
+    code, err = run_capture(cli, write_model("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(16, 24).to(torch.bfloat16)
+
+            def forward(self, x):
+                return torch.softmax(self.fc(x), dim=-1)
+
+        def get_inputs():
+            return [torch.randn(4, 16).to(torch.bfloat16)]
+
+        def get_init_inputs():
+            return []
+    """), out)
+    assert code == 0, err
+    g = load_graph(out)
+    half_boundary(g)
+    assert _half_values(g) == {"x": "bfloat16", "p_fc_weight": "bfloat16", "p_fc_bias": "bfloat16",
+                               g["outputs"][0]: "bfloat16"}
+    assert {"aten.amax.default", "aten.exp.default"} <= {n["op"] for n in g["nodes"]}
+
+
+def test_rounding_inside_a_float32_model(cli, write_model, tmp_path):
+    # x.half() rounds; the mul reads its float32 conversion, as every other op would.
+    out = tmp_path / "work"
+    code, err = run_capture(cli, write_model(_model("y = x.half()\n        return (y * 2).float()",
+                                                    "[torch.randn(5, 3)]")), out)
+    assert code == 0, err
+    g = load_graph(out)
+    readers = half_boundary(g)
+    (rounding, dtype), = _half_values(g).items()
+    assert dtype == "float16" and next(n for n in g["nodes"] if n["name"] == rounding)["args"] == [{"value": "x"}]
+    widened, = readers[rounding]
+    assert _converts_to(widened) == "float32"
+    assert [n["op"] for n in readers[widened["name"]]] == ["aten.mul.Tensor"]
+    assert g["values"][g["outputs"][0]]["dtype"] == "float32"
+
+
+def test_half_factory_is_float32_then_rounded(cli, write_model, tmp_path):
+    # torch.full(..., dtype=torch.float16) fills in float32 and rounds: the add reads exactly the
+    # half values (0.1 is not one), so the result is the model's own to the bit.
+    out = tmp_path / "work"
+    model = write_model(_model("return torch.full((4,), 0.1, dtype=torch.float16) + x", "[torch.randn(3, 4).half()]"))
+    code, err = run_capture(cli, model, out)
+    assert code == 0, err
+    g = load_graph(out)
+    readers = half_boundary(g)
+    full = next(n for n in g["nodes"] if n["op"] == "aten.full.default")
+    assert full["kwargs"]["dtype"] == {"dtype": "float32"} and g["values"][full["name"]]["dtype"] == "float32"
+    rounding, = readers[full["name"]]
+    assert _converts_to(rounding) == "float16"
+    widened, = readers[rounding["name"]]
+    assert _converts_to(widened) == "float32"
+    assert [n["op"] for n in readers[widened["name"]]] == ["aten.add.Tensor"]
+    assert [g["values"][o]["dtype"] for o in g["outputs"]] == ["float16"]
+    ep = torch.export.load(str(out / "graph.pt2"))
+    torch.manual_seed(1)  # the seeding rule: get_inputs() after seed + 1
+    x = torch.randn(3, 4).half()
+    torch.testing.assert_close(ep.module()(x), torch.full((4,), 0.1, dtype=torch.float16) + x, atol=0, rtol=0)
+
+
+def test_float32_graph_is_left_as_it_is(cli, linear_model, tmp_path):
+    assert run_capture(cli, linear_model, tmp_path)[0] == 0
+    assert "aten._to_copy.default" not in [n["op"] for n in load_graph(tmp_path)["nodes"]]
+    ep = torch.export.export(torch.nn.Linear(8, 4), (torch.randn(2, 8),)).run_decompositions(capture.decompositions())
+    code = ep.graph_module.code
+    half.compute_half_in_float32(ep.graph_module)
+    assert ep.graph_module.code == code
+
+
+@pytest.mark.filterwarnings("ignore:The given buffer is not writable")
+def test_half_program_reloads_and_keeps_its_outputs(tmp_path):
+    # A half buffer updated in place, a half constant, a half input returned as it is, and a
+    # float32 result: the outputs keep their dtypes and names through save and load.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(3, dtype=torch.bfloat16))
+            self.k = torch.tensor([0.3, 0.5, 0.7], dtype=torch.float16)
+
+        def forward(self, x, i):
+            self.count.add_(1)
+            return x * self.k, x, (i.half() * self.k).sum(-1, dtype=torch.float32)
+
+    x, i = torch.randn(2, 3).half(), torch.arange(6).view(2, 3)
+    ep = capture.export_graph(M(), (x, i), "m.py")
+    muls = [n.meta["val"].dtype for n in ep.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
+    assert muls == [torch.float32, torch.float32]
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    assert [s.arg.name for s in ep.graph_signature.output_specs] == [a.name for a in output.args[0]]
+    assert [a.meta["val"].dtype for a in output.args[0]] == [torch.bfloat16, torch.float16, torch.float16,
+                                                               torch.float32]
+    ep.example_inputs = None
+    torch.export.save(ep, str(tmp_path / "m.pt2"))
+    loaded = torch.export.load(str(tmp_path / "m.pt2")).module()
+    want = M()(x, i)
+    for got in (ep.module()(x, i), loaded(x, i)):
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)

@@ -186,6 +186,11 @@ GPU_FAMILY_PLANS = {
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
     "rank7_broadcast.py": ["reduce"],
+    # The bias, input and weight converted to float32, the Linear (its float16 result stored by its
+    # epilogue), the softmax, the bfloat16 rounding and product, y's conversion for its row sum,
+    # the sum, the amax and the sum's bfloat16 rounding.
+    "half_forms.py": ["elementwise"] * 3 + ["gemm", "reduce", "elementwise", "elementwise", "reduce", "reduce",
+                                            "elementwise"],
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
 }
