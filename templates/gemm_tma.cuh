@@ -1,6 +1,8 @@
-// TF32 tensor-core GEMM for sm_90a with the group's elementwise epilogue fused:
+// Tensor-core GEMM for sm_90a with the group's elementwise epilogue fused:
 // C[b, m, n] = Op(sum_k A[b, m, k] * B[b, k, n], ...), A slot 0 and B slot 1 both K-major (A's
 // rows and B's columns contiguous along k: nn.Linear's x @ W^T), read by TMA as tensor maps.
+// OPERAND: float32 operands multiplied in TF32, or float16 / bfloat16 ones as they are
+// (gemm_tma_split.h's kGemmTma*); fp32 accumulators and epilogue either way.
 // Persistent and warp-specialized: one producer warpgroup issues TMA loads into a ring of
 // 128-byte-swizzled shared-memory stages; two consumer warpgroups run wgmma on it and apply the
 // epilogue through a shared-memory staging buffer (float4 rows). Edges need no predicates in the
@@ -29,9 +31,11 @@ constexpr int kConsumers = 2;             // consumer warpgroups, stacked along 
 constexpr int kChunkBytes = 64 * 32 * 4;  // one staged 64x32 fp32 chunk
 constexpr int kWatchWords = kConsumers + 1;  // progress of each consumer and of the producer
 
-template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_>
+template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_, int OPERAND_>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_, CLUSTER = CLUSTER_;
+  static constexpr int OPERAND = OPERAND_;
+  static constexpr int kKTile = gemm_tma_k_tile(OPERAND);  // elements of a k-tile: 128 bytes of a row
   static constexpr bool PINGPONG = PINGPONG_ != 0;
   static constexpr int kTileConsumers = PINGPONG ? 1 : kConsumers;  // consumers sharing a tile
   static constexpr int kMTiles = BM / (64 * kTileConsumers);        // m64 wgmma tiles per consumer
@@ -56,7 +60,8 @@ struct Config {
   static_assert(kMTiles * 64 * kTileConsumers == BM && kMTiles <= 2, "each consumer owns 64 or 128 rows");
   static_assert(kMTiles * BN / 2 <= 128, "accumulators beyond 128 registers per thread would spill");
   static_assert(kMTiles * BN / 32 % 2 == 0, "staging buffers alternate per chunk and restart per tile");
-  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a WgmmaTF32<BN> wrapper exists");
+  static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a Wgmma<BN, OPERAND> wrapper exists");
+  static_assert(OPERAND == kGemmTmaFloat32 || OPERAND == kGemmTmaFloat16 || OPERAND == kGemmTmaBfloat16, "an operand type");
   static_assert(STAGES >= 2, "a ring needs two stages to overlap loads and math");
   static_assert(GROUP_M >= 1, "at least one M-tile per group");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
@@ -78,7 +83,7 @@ struct Schedule {
   int tiles_m, tiles_n;  // cluster tiles along M, tiles along N
   int tiles;             // cluster tiles in all (batch-major)
   int rank;              // this block's rank in its cluster
-  int k_tiles;           // k-tiles of 32 of a whole tile
+  int k_tiles;           // k-tiles (Cfg::kKTile elements) of a whole tile
   GemmTmaSplit split;
 };
 
@@ -89,7 +94,7 @@ __device__ __forceinline__ Schedule make_schedule(const KernelArgs& a) {
   s.tiles_n = (int)((a.n + Cfg::BN - 1) / Cfg::BN);
   s.tiles = (int)a.batch * s.tiles_m * s.tiles_n;
   s.rank = Cfg::CLUSTER == 1 ? 0 : (int)sm90::cluster_ctarank();
-  s.k_tiles = (int)((a.k + 31) / 32);
+  s.k_tiles = (int)((a.k + Cfg::kKTile - 1) / Cfg::kKTile);
   s.split = gemm_tma_split(s.tiles, (int)gridDim.x / Cfg::CLUSTER, s.k_tiles);
   return s;
 }
@@ -198,11 +203,12 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
         const unsigned full = full_bar + 8 * pos.stage;
         const unsigned dst = smem + pos.stage * Cfg::kStageBytes;
         sm90::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
-        sm90::tma_load_3d(dst, ta, full, kt * 32, tc.m0, a_batched ? tc.b : 0);
+        const int k0 = kt * Cfg::kKTile;
+        sm90::tma_load_3d(dst, ta, full, k0, tc.m0, a_batched ? tc.b : 0);
         if (Cfg::CLUSTER == 1)
-          sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, kt * 32, tc.n0, b_batched ? tc.b : 0);
+          sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, k0, tc.n0, b_batched ? tc.b : 0);
         else
-          sm90::tma_load_3d_multicast(dst + Cfg::kABytes + sched.rank * Cfg::kBSliceRows * 128, tb, full, kt * 32,
+          sm90::tma_load_3d_multicast(dst + Cfg::kABytes + sched.rank * Cfg::kBSliceRows * 128, tb, full, k0,
                                       tc.n0 + sched.rank * Cfg::kBSliceRows, b_batched ? tc.b : 0,
                                       (unsigned short)((1u << Cfg::CLUSTER) - 1));
       }
@@ -422,7 +428,7 @@ __device__ __forceinline__ void gather_partials(float (&acc)[Cfg::kMTiles][Cfg::
 // k-tile: wait for the stage's bytes, 4 k8 steps of wgmma per m64 tile, commit, and wait until at
 // most this group is in flight; the previous k-tile's wgmmas have then retired, so each warp
 // releases that stage with one arrival (4 arrivals per consumer sharing the stage complete the
-// empty barrier's phase).
+// empty barrier's phase). A k-tile is 4 steps of 32 bytes per row: k8 in TF32, k16 in half.
 template <class Cfg, class Op>
 __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
                         const Schedule& sched, unsigned* split_ws, bool vec_ok) {
@@ -463,8 +469,8 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int mt = 0; mt < Cfg::kMTiles; ++mt)  // +2 per k8 step: 32 bytes, encoded >> 4
-          sm90::WgmmaTF32<Cfg::BN>::mma(acc[mt], desc_a[mt] + stage_off + 2 * kk, desc_b + stage_off + 2 * kk, 1);
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt)  // +2 per step: 32 bytes, encoded >> 4
+          sm90::Wgmma<Cfg::BN, Cfg::OPERAND>::mma(acc[mt], desc_a[mt] + stage_off + 2 * kk, desc_b + stage_off + 2 * kk, 1);
       sm90::wgmma_commit();
       sm90::wgmma_wait<1>();
 #pragma unroll
@@ -496,16 +502,16 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 
 }  // namespace tma_gemm
 
-// ta and tb: A and B as tma_map.h encodes them (box rows BM and BN / CLUSTER). The grid is a
+// ta and tb: A and B as tma_map.h encodes them (box rows BM and BN / CLUSTER, OPERAND's type). The grid is a
 // whole number of clusters of CLUSTER blocks along x (a compile-time cluster shape, so a plain
 // launch makes the clusters), gemm_tma_grid's; split_ws: the workspace of the split tail it
 // implies (gemm_tma_split_bytes, zeroed when allocated; unused where nothing is split).
-template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op>
+template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op, int OPERAND = kGemmTmaFloat32>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThreads, 1)
     gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb,
                     unsigned* const split_ws) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER>;
+  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER, OPERAND>;
   using namespace tma_gemm;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // TMA's 128B swizzle and the wgmma descriptors assume every stage starts on 1024 B.

@@ -6,14 +6,19 @@
 
 namespace fusetune {
 
+// Operand element types of the TMA GEMM (the dtype of its operand slots): float32 read as TF32,
+// float16 and bfloat16 as they are. A k-tile is one 128-byte row of a box: 32 floats or 64 halves.
+constexpr int kGemmTmaFloat32 = 0, kGemmTmaFloat16 = 1, kGemmTmaBfloat16 = 2;
+FUSETUNE_HOST_DEVICE constexpr int gemm_tma_k_tile(int operand) { return operand == kGemmTmaFloat32 ? 32 : 64; }
+
 // The split tail (stream-K's simplest form): a persistent grid of `clusters` runs `tiles` cluster
 // tiles in rounds; when the last round would leave at least half of the clusters idle, each of
 // its `tail` tiles is cut along K into `ways` parts run by different clusters at once, so that
 // round takes 1 / ways of the time. Part 0 of a tile (its owner) adds the others' partial sums,
 // which they leave in a workspace, and runs the epilogue. Units: `full` whole tiles, then
 // tail x ways parts (part j of tail tile i is unit full + j * tail + i). Every part keeps at
-// least kGemmTmaMinSplitKTiles k-tiles of 32: below that the partial sums' round trip through
-// L2 costs about what the split saves.
+// least kGemmTmaMinSplitKTiles k-tiles: below that the partial sums' round trip through L2 costs
+// about what the split saves.
 constexpr int kGemmTmaMaxSplit = 4;
 constexpr int kGemmTmaMinSplitKTiles = 16;
 struct GemmTmaSplit {
@@ -42,17 +47,17 @@ FUSETUNE_HOST_DEVICE constexpr long long gemm_tma_split_bytes(const GemmTmaSplit
 }
 
 // The persistent grid where `resident` blocks fit at once: a block per unit of work (a whole tile
-// or a part of a split tail tile) up to that, in whole clusters, and the
-// workspace its split needs. The kernel derives the same split from its grid.
+// or a part of a split tail tile) up to that, in whole clusters, and the workspace its split
+// needs. The kernel derives the same split from its grid and its k-tiles of k_tile elements.
 struct GemmTmaGrid {
   unsigned blocks;
   long long workspace_bytes;
 };
 FUSETUNE_HOST_DEVICE inline GemmTmaGrid gemm_tma_grid(int bm, int bn, int cluster, long long m, long long n,
-                                                      long long k, long long batch, int resident) {
+                                                      long long k, long long batch, int resident, int k_tile = 32) {
   const long long tiles = batch * ((m + (long long)bm * cluster - 1) / ((long long)bm * cluster)) * ((n + bn - 1) / bn);
   const int clusters = resident / cluster > 0 ? resident / cluster : 1;
-  const long long k_tiles = (k + 31) / 32;
+  const long long k_tiles = (k + k_tile - 1) / k_tile;
   const GemmTmaSplit all = gemm_tma_split(tiles, clusters, k_tiles);
   long long used = all.units() < clusters ? all.units() : clusters;
   if (used < 1) used = 1;

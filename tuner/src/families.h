@@ -104,6 +104,10 @@ bool math_allowed(const Group& g, const Config& c, const std::string& policy);
 // measuring worker's buffers; the generated bindings fill the same fields from their tensors).
 KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base);
 
+// The element type of a GEMM group's operands (both of one dtype), numbered as
+// templates/gemm_tma_split.h's kGemmTma*: 0 float32, 1 float16, 2 bfloat16.
+int gemm_operand_type(const Group& g);
+
 // Whether slot layout l's sizes and strides go into KernelArgs (at most kMaxRank dimensions).
 // Only GEMM and convolution kernels read them (their operands have at most 5 dimensions; a deeper
 // slot there is an internal error); elementwise and row kernels have every offset as literals,

@@ -305,7 +305,7 @@ double Worker::measure_bandwidth() {
 // A persistent kernel loops over its work with no more blocks than are resident at once: one per
 // SM, in whole clusters where it runs in clusters of {"cluster": n} blocks along x (as many as
 // the driver says fit; the SMs of a cluster share a GPC, so some SMs may be left over). The TMA
-// GEMM's ({"split_tail": {"bm", "bn"}}) is gemm_tma_grid's, as in the extension.
+// GEMM's ({"split_tail": {"bm", "bn", "k_tile"?}}) is gemm_tma_grid's, as in the extension.
 std::vector<unsigned> Worker::grid_of(CUfunction f, const json& cand, const KernelArgs& args, long long& split_bytes) {
   split_bytes = 0;
   auto g = cand.at("grid").get<std::vector<unsigned>>();
@@ -326,7 +326,8 @@ std::vector<unsigned> Worker::grid_of(CUfunction f, const json& cand, const Kern
   if (cand.contains("split_tail")) {
     const json& t = cand.at("split_tail");
     const GemmTmaGrid grid =
-        gemm_tma_grid(t.at("bm").get<int>(), t.at("bn").get<int>(), cluster, args.m, args.n, args.k, args.batch, resident);
+        gemm_tma_grid(t.at("bm").get<int>(), t.at("bn").get<int>(), cluster, args.m, args.n, args.k, args.batch, resident,
+                      t.value("k_tile", 32));
     g[0] = grid.blocks;
     split_bytes = grid.workspace_bytes;
     return g;
@@ -454,13 +455,16 @@ void Worker::run_candidate(const json& cand) {
     CU_CHECK(cuMemsetD8_v2(workspace->ptr, 0, bytes));
     kernel_args.ptr[group_.slots.size() + 1] = reinterpret_cast<float*>(workspace->ptr);
   }
-  // Operands the kernel reads as TMA tensor maps: {"tensor_maps": [box rows of slot 0, of slot 1, ...]}.
+  // Operands the kernel reads as TMA tensor maps: {"tensor_maps": [box rows of slot 0, of slot 1, ...],
+  // "tensor_map_type"?: their element type (kGemmTma*, float32 when absent)}.
   std::vector<TmaMap> maps;
   if (cand.contains("tensor_maps")) {
     const auto boxes = cand.at("tensor_maps").get<std::vector<int>>();
+    const int type = cand.value("tensor_map_type", (int)kGemmTmaFloat32);
     maps.resize(boxes.size());
     for (size_t s = 0; s < boxes.size(); ++s)
-      if (const CUresult e = encode_gemm_operand(Driver::get().cuTensorMapEncodeTiled, &maps[s], kernel_args, (int)s, boxes[s]);
+      if (const CUresult e =
+              encode_gemm_operand(Driver::get().cuTensorMapEncodeTiled, &maps[s], kernel_args, (int)s, boxes[s], type);
           e != CUDA_SUCCESS)
         return finish("out_of_resources", "cuTensorMapEncodeTiled refused operand " + std::to_string(s) + ": " + cu_error_name(e));
   }

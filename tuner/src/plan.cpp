@@ -167,9 +167,11 @@ void Planner::check_float(const std::string& value, const Node* n, bool int64_ok
 // A value read from memory by node n: float32 tensors, and int64 ones where elementwise ops read
 // them (converted as PyTorch promotes them, or kept in 64 bits by the int64 ops), and half ones
 // there too (converted as they load); other kernels read a half tensor's float32 copy.
-const Layout& Planner::operand(const std::string& v, const Node& n, bool int64_ok) {
+const Layout& Planner::operand(const std::string& v, const Node& n, bool int64_ok, bool half_ok) {
   const Layout& l = memory_.at(v);
-  if (!int64_ok && is_half(memory_dtype(l.base))) return float_copy(v, n);
+  const bool half = is_half(memory_dtype(l.base));
+  if (half && half_ok) return l;
+  if (half && !int64_ok) return float_copy(v, n);
   check_float(l.base, &n, int64_ok);
   return l;
 }
@@ -551,22 +553,48 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
   }
 }
 
+// A matrix product reads half operands as they are where the TMA GEMM can (their tensor cores
+// take float16 and bfloat16; the fp32 template is the fallback the search also has): else, and
+// for any other anchor (a convolution), their float32 conversions, written before its group.
+// Other half operands (a bias) are loaded by the epilogue, converting them.
 void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& family) {
   check_result(n, out);
   for (const auto& [pos, v] : tensor_operands(n)) {
     if (constants_.count(v)) unsupported(n, "a constant tensor as the operand of " + family.name() + " is not supported");
     if (fused_.count(v)) materialize(v);
-    if (is_half(memory_dtype(memory_.at(v).base))) float_copy(v, n);  // written before this group exists
   }
+  int gi = plan_anchor(n, out, family);
+  const Building& b = groups_[gi];
+  const std::string da = memory_dtype(b.a.base), db = memory_dtype(b.b.base);
+  if (!is_half(da) && !is_half(db)) return;
+  std::string why;
+  Group operands = b.group;
+  operands.slots = {Slot{b.a, Access::Operand, da}, Slot{b.b, Access::Operand, db}};
+  if (family.group_family() == "gemm" && family_by_name("gemm_tma").supports(operands, why)) {
+    groups_[gi].typed_values[b.a.base] = da;
+    groups_[gi].typed_values[b.b.base] = db;
+  } else {
+    const std::set<std::string> bases = {b.a.base, b.b.base};
+    groups_.pop_back();
+    fused_.erase(n.name);
+    for (const auto& [pos, v] : tensor_operands(n))
+      if (bases.count(memory_.at(v).base) && is_half(memory_dtype(memory_.at(v).base))) float_copy(v, n);
+    gi = plan_anchor(n, out, family);
+  }
+}
+
+// The anchor's group (the last one): its operands as they are in memory (half ones too).
+int Planner::plan_anchor(const Node& n, const ValueInfo& out, const Family& family) {
   const int gi = new_group(family.group_family(), out.shape);
   Building& b = groups_[gi];
   Step step{&n, next_var(), true, {}, {}};
-  auto layout_of = [&](const std::string& v) -> const Layout& { return operand(v, n); };
+  auto layout_of = [&](const std::string& v) -> const Layout& { return operand(v, n, /*int64_ok=*/false, /*half_ok=*/true); };
   std::string why;
   if (!family.plan_anchor(n, out.shape, layout_of, b.group, b.a, b.b, step.loaded_operands, why))
     unsupported(n, why);
   fused_[n.name] = Fused{gi, step.var, out.shape};
   add_step(gi, n.name, n.op, std::move(step));
+  return gi;
 }
 
 void Planner::add_step(int gi, const std::string& value, const std::string& op, Step step) {

@@ -54,14 +54,14 @@ std::string typed_store(int s, const std::string& dtype, const std::string& var)
 Group finalize_group(Building& b) {
   Group& gr = b.group;
   const bool anchored = gr.family != "elementwise";
-  if (anchored) {
-    gr.slots.push_back(Slot{b.a, Access::Operand});
-    gr.slots.push_back(Slot{b.b, Access::Operand});
-  }
   auto dtype_of = [&](const std::string& value) {
     const auto it = b.typed_values.find(value);
     return it == b.typed_values.end() ? std::string("float32") : it->second;
   };
+  if (anchored) {  // a matrix product's operands may be half (Planner::add_anchor)
+    gr.slots.push_back(Slot{b.a, Access::Operand, dtype_of(b.a.base)});
+    gr.slots.push_back(Slot{b.b, Access::Operand, dtype_of(b.b.base)});
+  }
   auto slot_of = [&](const Layout& l, Access access) {
     for (size_t i = 0; i < gr.slots.size(); ++i)
       if (gr.slots[i].access == access && gr.slots[i].layout == l) return (int)i;

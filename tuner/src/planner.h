@@ -43,8 +43,9 @@ class Planner {
   std::string memory_dtype(const std::string& value) const;
 
   // A value read from memory by node n: float32 tensors; with int64_ok (an elementwise step's
-  // loads) int64, bool and half ones too, else a half tensor's float32 copy (float_copy).
-  const Layout& operand(const std::string& v, const Node& n, bool int64_ok = false);
+  // loads) int64, bool and half ones too; with half_ok half ones as they are; else a half
+  // tensor's float32 copy (float_copy).
+  const Layout& operand(const std::string& v, const Node& n, bool int64_ok = false, bool half_ok = false);
   const Layout& float_copy(const std::string& v, const Node& n);
 
   void visit(const Node& n);
@@ -88,6 +89,7 @@ class Planner {
                         const std::vector<std::pair<size_t, std::string>>& operands, const RowInfo* per_row, Step& step);
 
   void add_anchor(const Node& n, const ValueInfo& out, const Family& family);
+  int plan_anchor(const Node& n, const ValueInfo& out, const Family& family);
 
   // ---- Row groups (plan_rows_join.cpp).
 

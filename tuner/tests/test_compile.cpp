@@ -330,30 +330,47 @@ TEST(Compile, CheckKernel) {  // the measuring worker's correctness check, one f
 
 // A half-precision model as capture writes it: float16 tensors loaded and converted by
 // elementwise steps (the per-column bias in a GEMM's epilogue too, not added by cuBLASLt),
-// converted to float32 for a GEMM's operands and a row group, results rounded and stored as
-// float16 and bfloat16 (in a GEMM's epilogue too). The first instance of every family that can
-// run each group compiles (the Op is the same in all of a family's instances; K = 68 keeps the
-// rows 16-byte aligned for the TMA GEMM).
+// products of float16 and of bfloat16 operands read as they are (the TMA GEMM's k16 wgmma and
+// the fp32 template's converting loads), one whose K (13) the TMA GEMM cannot read converted to
+// float32 (the float32 families), a row group over a float32 conversion, results rounded and
+// stored as float16 and bfloat16 (in GEMM epilogues too). The first instance of every family
+// that can run each group compiles (the Op and operand type are the same in all of a family's
+// instances); K = 72 and 48 keep the rows 16-byte aligned for the TMA GEMM.
 TEST(Compile, HalfLoadsAndStoresInEveryFamily) {
   const json to_float = json{{"dtype", {{"dtype", "float32"}}}}, to_half = json{{"dtype", {{"dtype", "float16"}}}};
+  const json to_bf16 = json{{"dtype", {{"dtype", "bfloat16"}}}};
   G b;
-  b.value("x", {37, 68}, "input", "float16").value("w", {45, 68}, "parameter", "float16");
+  b.value("x", {37, 72}, "input", "float16").value("w", {45, 72}, "parameter", "float16");
   b.value("bias", {45}, "parameter", "float16").value("y", {37, 45}, "input", "bfloat16");
-  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {37, 68}, to_float)
-      .node("cw", "aten._to_copy.default", {G::ref("w")}, {45, 68}, to_float)
+  b.value("u", {37, 48}, "input", "bfloat16").value("v", {20, 48}, "parameter", "bfloat16");
+  b.value("z", {37, 13}, "input", "float16").value("q", {20, 13}, "parameter", "float16");
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {37, 72}, to_float)
+      .node("cw", "aten._to_copy.default", {G::ref("w")}, {45, 72}, to_float)
       .node("cb", "aten._to_copy.default", {G::ref("bias")}, {45}, to_float)
       .node("cy", "aten._to_copy.default", {G::ref("y")}, {37, 45}, to_float)
-      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {68, 45})
+      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {72, 45})
       .node("m", "aten.addmm.default", {G::ref("cb"), G::ref("cx"), G::ref("t")}, {37, 45})
       .node("r", "aten.relu.default", {G::ref("m")}, {37, 45})
       .node("h", "aten._to_copy.default", {G::ref("r")}, {37, 45}, to_half)
       .values_dtype("h", "float16")
       .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("cy"), json::array({1})}, {37})
-      .node("q", "aten.mul.Tensor", {G::ref("r"), G::ref("cy")}, {37, 45})
-      .node("o", "aten._to_copy.default", {G::ref("q")}, {37, 45}, json{{"dtype", {{"dtype", "bfloat16"}}}})
-      .values_dtype("o", "bfloat16");
-  const Plan p = plan_graph(b.build({"h", "s", "o"}));
-  std::set<std::string> families;
+      .node("e", "aten.mul.Tensor", {G::ref("r"), G::ref("cy")}, {37, 45})
+      .node("o", "aten._to_copy.default", {G::ref("e")}, {37, 45}, to_bf16)
+      .values_dtype("o", "bfloat16")
+      .node("cu", "aten._to_copy.default", {G::ref("u")}, {37, 48}, to_float)
+      .node("cv", "aten._to_copy.default", {G::ref("v")}, {20, 48}, to_float)
+      .node("tv", "aten.permute.default", std::vector<json>{G::ref("cv"), json::array({1, 0})}, {48, 20})
+      .node("p", "aten.mm.default", {G::ref("cu"), G::ref("tv")}, {37, 20})
+      .node("po", "aten._to_copy.default", {G::ref("p")}, {37, 20}, to_bf16)
+      .values_dtype("po", "bfloat16")
+      .node("cz", "aten._to_copy.default", {G::ref("z")}, {37, 13}, to_float)
+      .node("cq", "aten._to_copy.default", {G::ref("q")}, {20, 13}, to_float)
+      .node("tq", "aten.permute.default", std::vector<json>{G::ref("cq"), json::array({1, 0})}, {13, 20})
+      .node("pz", "aten.mm.default", {G::ref("cz"), G::ref("tq")}, {37, 20})
+      .node("pzo", "aten._to_copy.default", {G::ref("pz")}, {37, 20}, to_half)
+      .values_dtype("pzo", "float16");
+  const Plan p = plan_graph(b.build({"h", "s", "o", "po", "pzo"}));
+  std::set<std::string> families, instances;
   for (const Group& gr : p.groups) {
     SearchContext ctx;
     ctx.configs_dir = path_join(fusetune_home(), "configs");
@@ -365,13 +382,16 @@ TEST(Compile, HalfLoadsAndStoresInEveryFamily) {
         if (f->allowed(gr, c, "tf32") && f->has_kernel(gr, c)) {
           jobs.push_back(candidate_job(gr, c, space.template_file, ctx.arch));
           families.insert(f->name());
+          if (gr.family == "gemm") instances.insert(f->name() + ":" + std::to_string(gemm_operand_type(gr)));
           break;
         }
     }
     for (const auto& r : Compiler(templates(), "sm_90", temp_dir("half")).compile_all(jobs, workers(), nullptr))
       EXPECT_TRUE(r.ok) << r.name << "\n" << r.log << "\n" << gr.op_struct;
   }
-  EXPECT_TRUE(families.count("gemm_tma") && families.count("cublaslt_tf32") && families.count("reduce")) << testing::PrintToString(families);
+  EXPECT_TRUE(families.count("elementwise") && families.count("reduce")) << testing::PrintToString(families);
+  EXPECT_EQ(instances, (std::set<std::string>{"gemm:0", "gemm:1", "gemm:2", "gemm_tma:1", "gemm_tma:2", "cublaslt_tf32:0",
+                                              "cublaslt_fp32:0"}));
 }
 
 TEST(Compile, CacheHitsAndErrorsAreRecorded) {

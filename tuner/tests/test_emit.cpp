@@ -247,24 +247,29 @@ TEST(Emit, NumberAndBoolInputsBuild) {
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
 }
 
-// A float16 model: the bindings check and pass float16 tensors as such (at::Half), the kernels
-// convert them (templates/half.cuh, under nvcc too), the GEMM's epilogue stores the float16 result.
+// A float16 model: the bindings check and pass float16 tensors as such (at::Half), the TMA GEMM
+// reads its float16 operands through float16 tensor maps (k16 wgmma, sm_90a) and its epilogue
+// stores the float16 result, an elementwise kernel converts as it loads and stores (half.cuh
+// under nvcc).
 TEST(Emit, HalfTensorsBuild) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_half.py");
   std::vector<std::string> families;
   for (const Group& gr : cap.plan.groups) families.push_back(gr.family);
-  ASSERT_EQ(families, (std::vector<std::string>{"elementwise", "elementwise", "gemm"}));
-  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"elementwise", "elementwise.cuh"}},
-                                                       {"g1", KernelChoice{"elementwise", "elementwise.cuh"}},
-                                                       {"g2", KernelChoice{"gemm", "gemm.cuh"}}};
+  ASSERT_EQ(families, (std::vector<std::string>{"gemm", "elementwise"}));
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"gemm_tma", "gemm_tma.cuh"}},
+                                                       {"g1", KernelChoice{"elementwise", "elementwise.cuh"}}};
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string kdir = path_join(cap.o.out, "extension/kernels");
-  const std::string g0 = read_file(path_join(kdir, "g0_binding.cpp")), g2 = read_file(path_join(kdir, "g2_binding.cpp"));
+  const std::string g0 = read_file(path_join(kdir, "g0_binding.cpp")), g1 = read_file(path_join(kdir, "g1_binding.cpp"));
   EXPECT_NE(g0.find("fusetune::check_input(x, \"x\", {8, 16}, torch::kFloat16);"), std::string::npos) << g0;
   EXPECT_NE(g0.find("reinterpret_cast<float*>(x.data_ptr<at::Half>() + 0);"), std::string::npos) << g0;
-  EXPECT_NE(g0.find("torch::empty({8, 16}, x.options().dtype(torch::kFloat32));"), std::string::npos) << g0;
-  EXPECT_NE(g2.find(".options().dtype(torch::kFloat16));"), std::string::npos) << g2;
-  EXPECT_NE(read_file(path_join(kdir, "g2.cu")).find("fusetune::float_to_f16("), std::string::npos);
+  EXPECT_NE(g0.find("torch::empty({8, 24}, x.options());"), std::string::npos) << g0;  // float16, as x
+  const std::string g0_cu = read_file(path_join(kdir, "g0.cu"));
+  EXPECT_NE(g0_cu.find("fusetune::launch_gemm_tma<tuned::BM, tuned::BN, tuned::STAGES, tuned::CLUSTER, 1>("), std::string::npos)
+      << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune_gen::g0_op, 1>, args, stream);"), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune::float_to_f16("), std::string::npos) << g0_cu;
+  EXPECT_NE(g1.find("torch::empty({8, 16}, x.options());"), std::string::npos) << g1;
   write_first_config_best(cap.o, cap.g, cap.plan, kernels);
   ASSERT_NO_THROW(stage_build(cap.o));
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());

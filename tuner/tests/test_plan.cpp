@@ -233,16 +233,49 @@ TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
   EXPECT_EQ(g.bytes_moved({{"x", 35}}), 35 * 2 + 35 * 2);
 }
 
-// A matrix product of bfloat16 tensors: each operand's float32 conversion is written out once by
-// an elementwise group (the GEMM kernels read floats), the weight's transpose stays a view of its
-// conversion (K-major, as nn.Linear's), and the epilogue stores the bfloat16 result.
-TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnce) {
+// A matrix product of bfloat16 tensors that the TMA GEMM can read (K-major, rows of whole 16
+// bytes) reads them as they are: no conversion, bfloat16 operand slots, the weight's transpose a
+// view of the weight itself; the epilogue stores the bfloat16 result. Only the two GEMM families
+// with a half instance compete for it.
+TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
   G b;
   b.value("x", {8, 16}, "input", "bfloat16").value("w", {32, 16}, "parameter", "bfloat16");
   const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
   b.node("cx", "aten._to_copy.default", {G::ref("x")}, {8, 16}, to_float)
       .node("cw", "aten._to_copy.default", {G::ref("w")}, {32, 16}, to_float)
       .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {16, 32})
+      .node("m", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
+      .node("o", "aten._to_copy.default", {G::ref("m")}, {8, 32}, json{{"dtype", {{"dtype", "bfloat16"}}}})
+      .values_dtype("o", "bfloat16");
+  const Plan p = plan_graph(b.build({"o"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "gemm");
+  EXPECT_EQ(gr.slots[0].layout.base, "x");
+  EXPECT_EQ(gr.slots[0].dtype, "bfloat16");
+  EXPECT_EQ(gr.slots[1].layout.base, "w");
+  EXPECT_EQ(gr.slots[1].dtype, "bfloat16");
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 16}));
+  EXPECT_EQ(gemm_operand_type(gr), 2);
+  ASSERT_EQ(gr.outputs.size(), 1u);
+  EXPECT_EQ(gr.outputs[0].dtype, "bfloat16");
+  std::vector<std::string> families;
+  for (const Family* f : families_for(gr, "sm_90")) families.push_back(f->name());
+  EXPECT_EQ(families, (std::vector<std::string>{"gemm", "gemm_tma"}));
+  EXPECT_EQ(family_by_name("gemm_tma").precision(gr, Config{}), "bf16");
+  EXPECT_TRUE(family_by_name("gemm_tma").allowed(gr, Config{}, "fp32"));  // exact products
+}
+
+// Half operands the TMA GEMM cannot read (K = 13: rows of 26 bytes): each one's float32
+// conversion is written out once by an elementwise group before the products (which read it
+// through the same views), and the float32 families run them.
+TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnceWhereTheyMustBe) {
+  G b;
+  b.value("x", {8, 13}, "input", "bfloat16").value("w", {32, 13}, "parameter", "bfloat16");
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {8, 13}, to_float)
+      .node("cw", "aten._to_copy.default", {G::ref("w")}, {32, 13}, to_float)
+      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {13, 32})
       .node("m", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
       .node("m2", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
       .node("s", "aten.add.Tensor", {G::ref("m"), G::ref("m2")}, {8, 32})
@@ -262,8 +295,9 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnce) {
   const Group& first = p.groups[2];
   EXPECT_EQ(first.family, "gemm");
   EXPECT_EQ(first.slots[0].layout.base, "cx");
+  EXPECT_EQ(first.slots[0].dtype, "float32");
   EXPECT_EQ(first.slots[1].layout.base, "cw");
-  EXPECT_EQ(first.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 16}));
+  EXPECT_EQ(first.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 13}));
   const Group& second = p.groups[3];
   EXPECT_EQ(second.slots[0].layout.base, "cx");  // not converted again
   ASSERT_EQ(second.outputs.size(), 1u);
@@ -717,11 +751,11 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: its kernels do not run on sm_80"}));
   refused.clear();
   names(linear(8, false), "sm_90", &refused);  // a plain A @ B: B's rows run along n
-  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (TF32 wgmma reads both operands along k)"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (wgmma reads both operands along k)"}));
   refused.clear();
   names(linear(6, true), "sm_90", &refused);  // rows of 24 bytes
   EXPECT_EQ(refused,
-            (std::vector<std::string>{"gemm_tma: an operand's row stride is not a multiple of 4 floats (TMA: 16-byte strides)"}));
+            (std::vector<std::string>{"gemm_tma: an operand's row stride is not a multiple of 16 bytes (TMA)"}));
   const Group g = linear(8, true);
   const Family& tma = family_by_name("gemm_tma");
   const Config c = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_tma.json")).enumerate().at(0);

@@ -43,6 +43,10 @@ class Cublaslt : public Family {
   std::string group_family() const override { return "gemm"; }
 
   bool supports(const Group& g, std::string& why) const override {
+    if (gemm_operand_type(g) != 0) {  // templates/cublaslt_gemm.h describes float32 operands
+      why = "half operands (this family multiplies float32 ones)";
+      return false;
+    }
     if (g.slots.size() + 2 > (size_t)kMaxSlots) {
       why = "no free kernel-argument slots for the product and the workspace";
       return false;

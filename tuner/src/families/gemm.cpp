@@ -70,9 +70,16 @@ class Gemm : public Family {
     return "(" + (beta.empty() ? bias : beta + " * " + bias) + " + " + (alpha.empty() ? "x[0]" : alpha + " * x[0]") + ")";
   }
 
+  // Half operands: read as such and converted (any policy: the fp32 products are exact), the
+  // type a last template argument (none for float32).
+  std::string precision(const Group& g, const Config&) const override {
+    const int t = gemm_operand_type(g);
+    return t == 0 ? "fp32" : t == 1 ? "fp16" : "bf16";
+  }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
+    const int t = gemm_operand_type(g);
     return "fusetune::gemm_kernel<" + p("BM") + ", " + p("BN") + ", " + p("BK") + ", " + p("TM") + ", " + p("TN") +
-           ", " + g.op_type() + ">";
+           ", " + g.op_type() + (t == 0 ? "" : ", " + std::to_string(t)) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return gemm_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("TM"), (int)c.at("TN"), g.m, g.n, g.batch);

@@ -1,11 +1,13 @@
-// The gemm_tma family: a GEMM group's product on sm_90a tensor cores in TF32 (tf32 policy only),
-// with the group's whole epilogue fused (templates/gemm_tma.cuh). It competes with cuBLASLt and
-// the fp32 template in the gemm search. Its operands are TMA tensor maps, so it runs only where
-// both are K-major (nn.Linear's x @ W^T; a plain A @ B with a row-major B is left to cuBLASLt)
-// and their strides are whole 16-byte units.
+// The gemm_tma family: a GEMM group's product on sm_90a tensor cores, float32 operands in TF32
+// (tf32 policy only), float16 and bfloat16 ones as they are (any policy: their products are exact
+// in the fp32 accumulators), with the group's whole epilogue fused (templates/gemm_tma.cuh). It
+// competes with cuBLASLt and the fp32 template in the gemm search. Its operands are TMA tensor
+// maps, so it runs only where both are K-major (nn.Linear's x @ W^T; a plain A @ B with a
+// row-major B is left to cuBLASLt) and their strides are whole 16-byte units.
 #include <climits>
 
 #include "families.h"
+#include "gemm_tma_split.h"
 #include "plan.h"
 
 namespace fusetune {
@@ -16,15 +18,24 @@ namespace {
 const char* operand_refused(const Group& g, int slot) {
   const Slot& s = g.slots.at(slot);
   const Layout& l = s.layout;
-  if (s.dtype != "float32") return "operands are not float32";
+  if (s.dtype != "float32" && !is_half(s.dtype)) return "operands are neither float32 nor half";
+  if (s.dtype != g.slots.at(0).dtype) return "the operands have different dtypes";
   const int64_t k_stride = slot == 0 ? l.strides.at(2) : l.strides.at(1);
   const int64_t ld = slot == 0 ? l.strides.at(1) : l.strides.at(2);
   if (k_stride != 1 && g.k > 1)
-    return slot == 0 ? "A is not contiguous along k" : "B is not K-major (TF32 wgmma reads both operands along k)";
-  if (ld % 4 != 0 || ld <= 0) return "an operand's row stride is not a multiple of 4 floats (TMA: 16-byte strides)";
-  if (l.strides.at(0) % 4 != 0) return "an operand's batch stride is not a multiple of 4 floats";
-  if (l.offset % 4 != 0) return "an operand does not start on a 16-byte boundary";
+    return slot == 0 ? "A is not contiguous along k" : "B is not K-major (wgmma reads both operands along k)";
+  const int64_t unit = 16 / dtype_bytes(s.dtype);  // elements of 16 bytes
+  if (ld % unit != 0 || ld <= 0) return "an operand's row stride is not a multiple of 16 bytes (TMA)";
+  if (l.strides.at(0) % unit != 0) return "an operand's batch stride is not a multiple of 16 bytes";
+  if (l.offset % unit != 0) return "an operand does not start on a 16-byte boundary";
   return nullptr;
+}
+
+// Template argument text of the operand type: none for float32, so that those instances read as
+// before the type was a parameter.
+std::string operand_arg(const Group& g) {
+  const int t = gemm_operand_type(g);
+  return t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t);
 }
 
 class GemmTma : public Family {
@@ -49,12 +60,17 @@ class GemmTma : public Family {
     }
     return true;
   }
-  bool allowed(const Group&, const Config&, const std::string& policy) const override { return policy == "tf32"; }
-  std::string precision(const Group&, const Config&) const override { return "tf32"; }
+  bool allowed(const Group& g, const Config&, const std::string& policy) const override {
+    return policy == "tf32" || gemm_operand_type(g) != kGemmTmaFloat32;
+  }
+  std::string precision(const Group& g, const Config&) const override {
+    const int t = gemm_operand_type(g);
+    return t == kGemmTmaFloat32 ? "tf32" : t == kGemmTmaFloat16 ? "fp16" : "bf16";
+  }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::gemm_tma_kernel<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("GROUP_M") + ", " +
-           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + ">";
+           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + operand_arg(g) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), (int)c.at("CLUSTER"), g.m, g.n, g.batch);
@@ -65,17 +81,23 @@ class GemmTma : public Family {
   }
   // Each block of a cluster loads BN / CLUSTER rows of B (and multicasts them); the grid and the
   // split tail's workspace are gemm_tma_grid's (the worker's and the extension's alike).
-  json launch_extras(const Group&, const Config& c) const override {
-    return json{{"tensor_maps", {c.at("BM"), c.at("BN") / c.at("CLUSTER")}},
-                {"persistent", true},
-                {"cluster", c.at("CLUSTER")},
-                {"split_tail", {{"bm", c.at("BM")}, {"bn", c.at("BN")}}}};
+  json launch_extras(const Group& g, const Config& c) const override {
+    json extras = {{"tensor_maps", {c.at("BM"), c.at("BN") / c.at("CLUSTER")}},
+                   {"persistent", true},
+                   {"cluster", c.at("CLUSTER")},
+                   {"split_tail", {{"bm", c.at("BM")}, {"bn", c.at("BN")}}}};
+    if (const int t = gemm_operand_type(g); t != kGemmTmaFloat32) {  // half operands: their k-tiles
+      extras["tensor_map_type"] = t;
+      extras["split_tail"]["k_tile"] = gemm_tma_k_tile(t);
+    }
+    return extras;
   }
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
     return "#define FUSETUNE_TMA_LAUNCH\n#include \"" + template_file + "\"\n#include \"tma_map.h\"\n";
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
-    return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") + ">(" +
+    return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
+           operand_arg(g) + ">(" +
            kernel_instance(g, p) +
            ", args, stream);\n";
   }
@@ -83,6 +105,11 @@ class GemmTma : public Family {
 };
 
 }  // namespace
+
+int gemm_operand_type(const Group& g) {
+  const std::string& dtype = g.slots.at(0).dtype;
+  return dtype == "float16" ? kGemmTmaFloat16 : dtype == "bfloat16" ? kGemmTmaBfloat16 : kGemmTmaFloat32;
+}
 
 const Family& gemm_tma_family() {
   static const GemmTma f;

@@ -3,15 +3,16 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """A float16 input and weight: both converted to float32 for the product, whose ReLU is
-    rounded and stored as float16 by its epilogue."""
+    """A float16 input and weight: their product read as they are by the TMA GEMM (K = 16: rows of
+    32 bytes), its ReLU rounded and stored as float16 by the epilogue; and the input doubled by an
+    elementwise kernel that loads and stores float16."""
 
     def __init__(self):
         super().__init__()
         self.w = nn.Parameter(torch.randn(24, 16).half())
 
     def forward(self, x):
-        return torch.relu(x @ self.w.t())
+        return torch.relu(x @ self.w.t()), x * 2
 
 
 def get_inputs():
