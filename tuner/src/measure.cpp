@@ -556,10 +556,6 @@ void Worker::run_candidate(const json& cand) {
   finish("ok", "");
 }
 
-}  // namespace
-
-namespace {
-
 // IEEE half's 16 bits as a float (exact: every half is a float).
 float f16_to_float(uint16_t h) {
   const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
