@@ -47,6 +47,7 @@ Graph Graph::from_json(const json& j) {
       info.shape = v.at("shape").get<std::vector<int64_t>>();
       info.strides = v.at("strides").get<std::vector<int64_t>>();
       info.dtype = v.at("dtype").get<std::string>();
+      info.model_dtype = v.value("model_dtype", info.dtype);
     }
     info.index = v.value("index", -1);
     if (info.kind == "scalar_input") info.scalar = v.at("value");

@@ -15,6 +15,7 @@ struct ValueInfo {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
   std::string dtype;
+  std::string model_dtype;  // the dtype the model holds it in: dtype, or a half one capture computes in float32
   std::string kind;  // input, scalar_input, parameter, buffer, constant, intermediate, tuple
   int index = -1;    // position among user inputs
   json scalar;       // a scalar_input's value (a number get_inputs() gives, baked into the graph)

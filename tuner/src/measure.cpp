@@ -581,10 +581,44 @@ float bf16_to_float(uint16_t h) {
   return f;
 }
 
+// A float rounded to the nearest half (ties to even, as the kernels' cvt.rn and PyTorch's casts).
+uint16_t float_to_f16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  const uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00 : 0x7c00);  // nan, inf
+  if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds past 65504: inf
+  if (abs < 0x38800000u) {  // below 2^-14: a subnormal half, a multiple of 2^-24
+    const float scaled = std::fabs(f) * 16777216.f;  // exact; nearbyint rounds ties to even
+    return sign | (uint16_t)std::nearbyint(scaled);
+  }
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);  // ties to even at bit 13
+  return sign | (uint16_t)((rounded - 0x38000000u) >> 13);       // rebias 127 -> 15
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40);  // a quiet nan
+  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
 }  // namespace
 
 std::string as_slot_dtype(std::string data, const std::string& recorded, const std::string& slot) {
   if (recorded == slot) return data;
+  if (recorded == "float32" && is_half(slot)) {  // a float32 value stored in half (Planner::store_half)
+    const size_t n = data.size() / sizeof(float);
+    std::string halves(n * 2, '\0');
+    for (size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, &data[i * sizeof(float)], sizeof v);
+      const uint16_t h = slot == "float16" ? float_to_f16(v) : float_to_bf16(v);
+      std::memcpy(&halves[i * 2], &h, sizeof h);
+    }
+    return halves;
+  }
   if (slot != "float32" || !(recorded == "bool" || is_half(recorded)))
     FT_THROW("a recorded " + recorded + " tensor cannot be read as " + slot);
   const size_t element = (size_t)dtype_bytes(recorded), n = data.size() / element;

@@ -12,8 +12,9 @@ namespace fusetune {
 int run_measure_worker(const std::string& job_path);
 
 // A recorded tensor's bytes as a slot of dtype `slot` holds them: the kernels keep comparisons
-// (recorded as bool, one byte per element) as float 0 / 1, and a float32 slot reads a half
-// tensor converted; the same dtype passes unchanged, any other pair throws.
+// (recorded as bool, one byte per element) as float 0 / 1, a float32 slot reads a half tensor
+// converted, and a half slot a float32 value rounded (one the plan stores in half); the same
+// dtype passes unchanged, any other pair throws.
 std::string as_slot_dtype(std::string data, const std::string& recorded, const std::string& slot);
 
 // Summary statistics of timing samples (milliseconds).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 #include <regex>
+#include <tuple>
 
 #include "error.h"
 #include "families.h"
@@ -146,8 +147,10 @@ void Planner::unsupported(const Node& n, const std::string& why) {
 }
 
 // The dtype of value's elements in memory: a comparison's result that a kernel wrote is float 0 / 1
-// (see materialize); a bool the model gives (an input, a buffer) is one byte each.
+// (see materialize); a bool the model gives (an input, a buffer) is one byte each; a float32
+// value stored in half (store_half) is half.
 std::string Planner::memory_dtype(const std::string& value) const {
+  if (const auto it = stored_half_.find(value); it != stored_half_.end()) return it->second;
   const ValueInfo& v = g_.value(value);
   return v.dtype == "bool" && v.kind == "intermediate" ? "float32" : v.dtype;
 }
@@ -554,33 +557,77 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
 }
 
 // A matrix product reads half operands as they are where the TMA GEMM can (their tensor cores
-// take float16 and bfloat16; the fp32 template is the fallback the search also has): else, and
-// for any other anchor (a convolution), their float32 conversions, written before its group.
-// Other half operands (a bias) are loaded by the epilogue, converting them.
+// take float16 and bfloat16; the fp32 template is the fallback the search also has), a float32
+// operand that the model holds in half and that was written just now stored in half for it
+// (an MLP's activation between two half Linears); else, and for any other anchor (a
+// convolution), the half operands' float32 conversions, written before its group. Other half
+// operands (a bias) are loaded by the epilogue, converting them.
 void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& family) {
   check_result(n, out);
+  std::set<std::string> written;  // operands written to memory for this anchor
   for (const auto& [pos, v] : tensor_operands(n)) {
     if (constants_.count(v)) unsupported(n, "a constant tensor as the operand of " + family.name() + " is not supported");
-    if (fused_.count(v)) materialize(v);
+    if (fused_.count(v)) {
+      materialize(v);
+      written.insert(v);
+    }
   }
   int gi = plan_anchor(n, out, family);
-  const Building& b = groups_[gi];
-  const std::string da = memory_dtype(b.a.base), db = memory_dtype(b.b.base);
+  const Layout a = groups_[gi].a, b = groups_[gi].b;
+  std::string da = memory_dtype(a.base), db = memory_dtype(b.base);
   if (!is_half(da) && !is_half(db)) return;
+  const bool gemm = family.group_family() == "gemm";
+  std::string stored;  // the operand stored in half here, if any
+  for (const auto& [x, dx, dy] : {std::tuple{a.base, da, db}, std::tuple{b.base, db, da}})
+    if (gemm && stored.empty() && !is_half(dx) && is_half(dy) && written.count(x) && half_storable(x, n, dy)) {
+      store_half(x, dy);
+      stored = x;
+    }
+  da = memory_dtype(a.base), db = memory_dtype(b.base);
   std::string why;
-  Group operands = b.group;
-  operands.slots = {Slot{b.a, Access::Operand, da}, Slot{b.b, Access::Operand, db}};
-  if (family.group_family() == "gemm" && family_by_name("gemm_tma").supports(operands, why)) {
-    groups_[gi].typed_values[b.a.base] = da;
-    groups_[gi].typed_values[b.b.base] = db;
-  } else {
-    const std::set<std::string> bases = {b.a.base, b.b.base};
-    groups_.pop_back();
-    fused_.erase(n.name);
-    for (const auto& [pos, v] : tensor_operands(n))
-      if (bases.count(memory_.at(v).base) && is_half(memory_dtype(memory_.at(v).base))) float_copy(v, n);
-    gi = plan_anchor(n, out, family);
+  Group operands = groups_[gi].group;
+  operands.slots = {Slot{a, Access::Operand, da}, Slot{b, Access::Operand, db}};
+  if (gemm && family_by_name("gemm_tma").supports(operands, why)) {
+    groups_[gi].typed_values[a.base] = da;
+    groups_[gi].typed_values[b.base] = db;
+    return;
   }
+  if (!stored.empty()) store_half(stored, "float32");  // back to float32: the product converts
+  groups_.pop_back();
+  fused_.erase(n.name);
+  for (const auto& [pos, v] : tensor_operands(n))
+    if ((memory_.at(v).base == a.base || memory_.at(v).base == b.base) && is_half(memory_dtype(memory_.at(v).base)))
+      float_copy(v, n);
+  plan_anchor(n, out, family);
+}
+
+bool Planner::half_storable(const std::string& v, const Node& n, const std::string& dtype) const {
+  const ValueInfo& info = g_.value(v);
+  if (info.model_dtype != dtype || info.dtype != "float32" || kept_.count(v) || memory_.at(v).base != v ||
+      is_row_group(producer_.at(v)))
+    return false;
+  // Every reader through views: n itself or an elementwise step (which loads half, converting).
+  std::vector<std::string> values = {v};
+  for (size_t i = 0; i < values.size(); ++i)
+    for (const Node& r : g_.nodes) {
+      bool reads = false;
+      for_each_ref(r, [&](const std::string& x) { reads = reads || x == values[i]; });
+      if (!reads || &r == &n) continue;
+      if (is_view_op(r.op) || (is_identity_op(r.op) && g_.value(r.name).dtype == "float32")) {
+        values.push_back(r.name);
+      } else if (!is_elementwise_op(r.op) || r.op == "aten.cat.default" || r.op == "aten.constant_pad_nd.default") {
+        return false;
+      }
+    }
+  return true;
+}
+
+// Value v, an output of its producer's group, stored as `dtype` (a half one, or float32 again).
+void Planner::store_half(const std::string& v, const std::string& dtype) {
+  for (GroupOutput& o : groups_[producer_.at(v)].group.outputs)
+    if (o.value == v) o.dtype = dtype;
+  if (dtype == "float32") stored_half_.erase(v);
+  else stored_half_[v] = dtype;
 }
 
 // The anchor's group (the last one): its operands as they are in memory (half ones too).

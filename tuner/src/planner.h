@@ -90,6 +90,11 @@ class Planner {
 
   void add_anchor(const Node& n, const ValueInfo& out, const Family& family);
   int plan_anchor(const Node& n, const ValueInfo& out, const Family& family);
+  // Whether value v, just written in float32 for anchor n, may be stored as `dtype` (half)
+  // instead: the model holds it so, its group stores half (not a row group), and nothing but n
+  // and elementwise steps reads it (through views too). store_half does it.
+  bool half_storable(const std::string& v, const Node& n, const std::string& dtype) const;
+  void store_half(const std::string& v, const std::string& dtype);
 
   // ---- Row groups (plan_rows_join.cpp).
 
@@ -184,6 +189,7 @@ class Planner {
   std::map<std::string, int> pending_users_;  // value -> nodes reading it not planned yet
   std::set<std::string> kept_;                // the model's outputs and new state: always written
   std::map<std::string, std::string> conversions_;  // half tensor in memory -> its float32 conversion
+  std::map<std::string, std::string> stored_half_;  // float32 value stored in half -> that dtype
   struct Iota {
     std::string start, step;  // literals of the value's dtype
     std::string op;

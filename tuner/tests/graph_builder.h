@@ -37,6 +37,10 @@ class GraphBuilder {
                              {"model", {{"path", model_path}, {"sha256", sha}, {"training", true}, {"init_args", json::array()}}},
                              {"values", values_}, {"nodes", nodes_}, {"outputs", outputs}});
   }
+  GraphBuilder& model_dtype(const std::string& name, const std::string& dtype) {
+    values_[name]["model_dtype"] = dtype;
+    return *this;
+  }
   GraphBuilder& values_dtype(const std::string& name, const std::string& dtype) {
     values_[name]["dtype"] = dtype;
     return *this;

@@ -266,6 +266,47 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
   EXPECT_TRUE(family_by_name("gemm_tma").allowed(gr, Config{}, "fp32"));  // exact products
 }
 
+// An MLP in bfloat16 as capture writes it: the first Linear's ReLU is float32 in the graph and
+// bfloat16 in the model (model_dtype); its only reader is the second Linear, whose weight is
+// bfloat16, so it is stored in bfloat16 and both products read half operands. Read by a row
+// group as well, it stays float32 and the second product converts its weight instead.
+TEST(Plan, HalfActivationBetweenHalfProductsIsStoredInHalf) {
+  for (const bool summed : {false, true}) {
+    G b;
+    b.value("x", {8, 16}, "input", "bfloat16").value("w1", {32, 16}, "parameter", "bfloat16");
+    b.value("w2", {24, 32}, "parameter", "bfloat16");
+    const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
+    b.node("cx", "aten._to_copy.default", {G::ref("x")}, {8, 16}, to_float)
+        .node("cw1", "aten._to_copy.default", {G::ref("w1")}, {32, 16}, to_float)
+        .node("cw2", "aten._to_copy.default", {G::ref("w2")}, {24, 32}, to_float)
+        .node("t1", "aten.permute.default", std::vector<json>{G::ref("cw1"), json::array({1, 0})}, {16, 32})
+        .node("m1", "aten.mm.default", {G::ref("cx"), G::ref("t1")}, {8, 32})
+        .node("h", "aten.relu.default", {G::ref("m1")}, {8, 32})
+        .model_dtype("m1", "bfloat16")
+        .model_dtype("h", "bfloat16")
+        .node("t2", "aten.permute.default", std::vector<json>{G::ref("cw2"), json::array({1, 0})}, {32, 24})
+        .node("m2", "aten.mm.default", {G::ref("h"), G::ref("t2")}, {8, 24})
+        .node("o", "aten._to_copy.default", {G::ref("m2")}, {8, 24}, json{{"dtype", {{"dtype", "bfloat16"}}}})
+        .values_dtype("o", "bfloat16");
+    std::vector<std::string> outputs = {"o"};
+    if (summed) {
+      b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("h"), json::array({1})}, {8});
+      outputs.push_back("s");
+    }
+    const Plan p = plan_graph(b.build(outputs));
+    const Group& first = p.groups.at(0);
+    EXPECT_EQ(first.family, "gemm");
+    ASSERT_EQ(first.outputs.size(), 1u);
+    EXPECT_EQ(first.outputs[0].value, "h");
+    EXPECT_EQ(first.outputs[0].dtype, summed ? "float32" : "bfloat16") << summed;
+    const Group& second = *std::find_if(p.groups.begin(), p.groups.end(), [](const Group& g) { return g.nodes[0] == "m2"; });
+    EXPECT_EQ(second.slots[0].layout.base, "h");
+    EXPECT_EQ(second.slots[0].dtype, summed ? "float32" : "bfloat16");
+    EXPECT_EQ(second.slots[1].layout.base, summed ? "cw2" : "w2");
+    EXPECT_EQ(second.slots[1].dtype, summed ? "float32" : "bfloat16");
+  }
+}
+
 // Half operands the TMA GEMM cannot read (K = 13: rows of 26 bytes): each one's float32
 // conversion is written out once by an elementwise group before the products (which read it
 // through the same views), and the float32 families run them.
@@ -418,7 +459,8 @@ TEST(Plan, ComparisonsInMemoryAreFloats) {
 }
 
 // Half tensors recorded by PyTorch, read by the host as floats (a half output's first mismatch):
-// float16's normal, largest, subnormal and special values, bfloat16's upper 16 bits of a float.
+// float16's normal, largest, subnormal and special values, bfloat16's upper 16 bits of a float;
+// and float32 references rounded to half for a value the plan stores in half.
 TEST(Plan, HalfBytesReadAsFloats) {
   const uint16_t f16[] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x7c00, 0x8000};
   const std::string floats = as_slot_dtype(std::string(reinterpret_cast<const char*>(f16), sizeof f16), "float16", "float32");
@@ -437,6 +479,18 @@ TEST(Plan, HalfBytesReadAsFloats) {
   EXPECT_EQ(v[0], 1.f);
   EXPECT_EQ(v[1], -5.f);
   EXPECT_EQ(as_slot_dtype(std::string(2, 'a'), "float16", "float16"), std::string(2, 'a'));
+  // A float32 reference of a value stored in half: rounded to nearest, ties to even.
+  const float f[] = {1.f, 65519.f, 65520.f, std::ldexp(1.f, -25), 3 * std::ldexp(1.f, -25), 1 + std::ldexp(1.f, -11),
+                     1 + 3 * std::ldexp(1.f, -11), -2.5f};
+  const std::string fb(reinterpret_cast<const char*>(f), sizeof f);
+  uint16_t h[8];
+  std::memcpy(h, as_slot_dtype(fb, "float32", "float16").data(), sizeof h);
+  EXPECT_EQ(std::vector<uint16_t>(h, h + 8),
+            (std::vector<uint16_t>{0x3c00, 0x7bff, 0x7c00, 0x0000, 0x0002, 0x3c00, 0x3c02, 0xc100}));
+  std::memcpy(h, as_slot_dtype(fb, "float32", "bfloat16").data(), sizeof h);
+  EXPECT_EQ(h[0], 0x3f80);
+  EXPECT_EQ(h[5], 0x3f80);  // 1 + 2^-11 is 1 in bfloat16
+  EXPECT_EQ(h[7], 0xc020);
   EXPECT_THROW(as_slot_dtype(std::string(8, '\0'), "int64", "float32"), std::exception);
 }
 

@@ -12,7 +12,7 @@ from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line, json_float,
                      load_module, op_name, parse_frames, quiet, run_main, sha256_file, atomic_path)
-from .half import compute_half_in_float32
+from .half import MODEL_DTYPE, compute_half_in_float32
 
 FORMAT = "fusetune-graph"
 VERSION = 1
@@ -87,6 +87,8 @@ def describe_values(ep):
         elif node.op == "call_function":
             if isinstance(val, torch.Tensor):
                 values[node.name] = dict(tensor_meta(val), kind="intermediate")
+                if MODEL_DTYPE in node.meta:  # computed in float32, held in half by the model
+                    values[node.name]["model_dtype"] = dtype_name(node.meta[MODEL_DTYPE])
             elif isinstance(val, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in val):
                 items = [tensor_meta(v) if isinstance(v, torch.Tensor) else None for v in val]
                 values[node.name] = {"kind": "tuple", "items": items}

@@ -8,6 +8,9 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from .common import HALF_DTYPES, UserError, first_line, op_name, parse_frames
 
 _TO_COPY = torch.ops.aten._to_copy.default
+# meta key of a float32 value that the model holds in half (its dtype there): graph.json's
+# "model_dtype", so that the planner may store it in half where every reader can read that.
+MODEL_DTYPE = "fusetune_model_dtype"
 
 
 def _half_dtype(node):
@@ -73,6 +76,7 @@ def _convert_placeholders(graph):
         reader = next(iter(p.users))
         with graph.inserting_before(first):
             widened = _convert(graph, p, torch.float32)
+        widened.meta[MODEL_DTYPE] = _half_dtype(p)
         # A placeholder has no source line: the conversion gets its first reader's.
         widened.meta["stack_trace"] = reader.meta.get("stack_trace")
         p.replace_all_uses_with(widened, delete_user_cb=lambda user: user is not widened)
@@ -97,6 +101,7 @@ def _round_explicit_halves(graph, output):
         if readers:
             with graph.inserting_after(rounded):
                 widened = _convert(graph, rounded, torch.float32)
+            widened.meta[MODEL_DTYPE] = dtype
             for user in readers:
                 user.replace_input_with(node, widened)
 
@@ -130,12 +135,16 @@ class _Float32Prop(FakeTensorProp):
         output.meta.pop("val", None)  # FakeTensorProp gives the output node one; export's has none
 
     def run_node(self, n):
-        if n.op == "call_function" and _half_dtype(n):
+        was = _half_dtype(n) if n.op == "call_function" else None
+        if was:
             n.meta.pop("tensor_meta", None)  # it describes the half value
         try:
-            return super().run_node(n)
+            result = super().run_node(n)
         except Exception as e:
             raise _cannot_rewrite(n, first_line(e)) from None
+        if was and isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype == torch.float32:
+            n.meta[MODEL_DTYPE] = was
+        return result
 
 
 def _check_half_boundary(graph):

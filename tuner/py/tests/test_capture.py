@@ -555,6 +555,10 @@ def test_float16_model_is_computed_in_float32(cli, write_model, tmp_path):
                                result["name"]: "float16"}
     gemms = [n["name"] for n in g["nodes"] if n["op"] in ("aten.addmm.default", "aten.mm.default")]
     assert gemms and all(g["values"][n]["dtype"] == "float32" for n in gemms)
+    # What the model holds in float16 and the graph computes in float32 says so (the planner may
+    # store it in half); the conversions of the inputs hold float16 values exactly.
+    assert all(g["values"][n]["model_dtype"] == "float16" for n in gemms)
+    assert all(v.get("model_dtype", "float16") == "float16" for v in g["values"].values())
     assert g["values"][result["args"][0]["value"]]["dtype"] == "float32"  # the gelu, rounded last
     assert result["source"] == "model.py:12: return torch.nn.functional.gelu(self.fc(x))"
 
@@ -626,7 +630,9 @@ def test_half_factory_is_float32_then_rounded(cli, write_model, tmp_path):
 
 def test_float32_graph_is_left_as_it_is(cli, linear_model, tmp_path):
     assert run_capture(cli, linear_model, tmp_path)[0] == 0
-    assert "aten._to_copy.default" not in [n["op"] for n in load_graph(tmp_path)["nodes"]]
+    g = load_graph(tmp_path)
+    assert "aten._to_copy.default" not in [n["op"] for n in g["nodes"]]
+    assert not any("model_dtype" in v for v in g["values"].values())
     ep = torch.export.export(torch.nn.Linear(8, 4), (torch.randn(2, 8),)).run_decompositions(capture.decompositions())
     code = ep.graph_module.code
     half.compute_half_in_float32(ep.graph_module)
