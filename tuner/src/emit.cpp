@@ -128,8 +128,9 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
   }
   const std::string first = c_identifier(inputs.front()), extra_slot = std::to_string(gr.slots.size());
   if (const int64_t floats = f.scratch_floats(gr); floats > 0) {
-    slots += "  torch::Tensor scratch = torch::empty({" + std::to_string(floats) + "}, " + first +
-             ".options().dtype(torch::kFloat32));\n" +
+    const bool float_first = slot_dtype(gr, inputs.front()) == "float32";  // else a half input's options
+    slots += "  torch::Tensor scratch = torch::empty({" + std::to_string(floats) + "}, " + first + ".options()" +
+             (float_first ? "" : ".dtype(torch::kFloat32)") + ");\n" +
              "  args.ptr[" + extra_slot + "] = scratch.data_ptr<float>();\n";
   }
   if (const int64_t bytes = f.workspace_bytes(gr); bytes > 0) {
