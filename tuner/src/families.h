@@ -107,6 +107,11 @@ KernelArgs kernel_args(const Group& g, const std::vector<float*>& slot_base);
 // The element type of a GEMM group's operands (both of one dtype), numbered as
 // templates/gemm_tma_split.h's kGemmTma*: 0 float32, 1 float16, 2 bfloat16.
 int gemm_operand_type(const Group& g);
+// A GEMM kernel instance's last template argument for that type (", 1", ", 2"; none for
+// float32, whose instances read as before the type was a parameter), and the precision of half
+// operands' products ("fp16", "bf16"; "" for float32, whose precision is the family's).
+std::string gemm_operand_arg(const Group& g);
+std::string half_operand_precision(const Group& g);
 
 // Whether slot layout l's sizes and strides go into KernelArgs (at most kMaxRank dimensions).
 // Only GEMM and convolution kernels read them (their operands have at most 5 dimensions; a deeper

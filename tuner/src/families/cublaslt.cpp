@@ -43,7 +43,7 @@ class Cublaslt : public Family {
   std::string group_family() const override { return "gemm"; }
 
   bool supports(const Group& g, std::string& why) const override {
-    if (gemm_operand_type(g) != 0) {  // templates/cublaslt_gemm.h describes float32 operands
+    if (!half_operand_precision(g).empty()) {  // templates/cublaslt_gemm.h describes float32 operands
       why = "half operands (this family multiplies float32 ones)";
       return false;
     }

@@ -73,13 +73,12 @@ class Gemm : public Family {
   // Half operands: read as such and converted (any policy: the fp32 products are exact), the
   // type a last template argument (none for float32).
   std::string precision(const Group& g, const Config&) const override {
-    const int t = gemm_operand_type(g);
-    return t == 0 ? "fp32" : t == 1 ? "fp16" : "bf16";
+    const std::string half = half_operand_precision(g);
+    return half.empty() ? "fp32" : half;
   }
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    const int t = gemm_operand_type(g);
     return "fusetune::gemm_kernel<" + p("BM") + ", " + p("BN") + ", " + p("BK") + ", " + p("TM") + ", " + p("TN") +
-           ", " + g.op_type() + (t == 0 ? "" : ", " + std::to_string(t)) + ">";
+           ", " + g.op_type() + gemm_operand_arg(g) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return gemm_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("TM"), (int)c.at("TN"), g.m, g.n, g.batch);

@@ -31,13 +31,6 @@ const char* operand_refused(const Group& g, int slot) {
   return nullptr;
 }
 
-// Template argument text of the operand type: none for float32, so that those instances read as
-// before the type was a parameter.
-std::string operand_arg(const Group& g) {
-  const int t = gemm_operand_type(g);
-  return t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t);
-}
-
 class GemmTma : public Family {
  public:
   std::string name() const override { return "gemm_tma"; }
@@ -64,13 +57,13 @@ class GemmTma : public Family {
     return policy == "tf32" || gemm_operand_type(g) != kGemmTmaFloat32;
   }
   std::string precision(const Group& g, const Config&) const override {
-    const int t = gemm_operand_type(g);
-    return t == kGemmTmaFloat32 ? "tf32" : t == kGemmTmaFloat16 ? "fp16" : "bf16";
+    const std::string half = half_operand_precision(g);
+    return half.empty() ? "tf32" : half;
   }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::gemm_tma_kernel<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("GROUP_M") + ", " +
-           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + operand_arg(g) + ">";
+           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + gemm_operand_arg(g) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), (int)c.at("CLUSTER"), g.m, g.n, g.batch);
@@ -97,7 +90,7 @@ class GemmTma : public Family {
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
     return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
-           operand_arg(g) + ">(" +
+           gemm_operand_arg(g) + ">(" +
            kernel_instance(g, p) +
            ", args, stream);\n";
   }
@@ -109,6 +102,16 @@ class GemmTma : public Family {
 int gemm_operand_type(const Group& g) {
   const std::string& dtype = g.slots.at(0).dtype;
   return dtype == "float16" ? kGemmTmaFloat16 : dtype == "bfloat16" ? kGemmTmaBfloat16 : kGemmTmaFloat32;
+}
+
+std::string gemm_operand_arg(const Group& g) {
+  const int t = gemm_operand_type(g);
+  return t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t);
+}
+
+std::string half_operand_precision(const Group& g) {
+  const int t = gemm_operand_type(g);
+  return t == kGemmTmaFloat32 ? "" : t == kGemmTmaFloat16 ? "fp16" : "bf16";
 }
 
 const Family& gemm_tma_family() {
