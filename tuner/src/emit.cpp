@@ -77,6 +77,13 @@ std::set<std::string> offset_takers(const Plan& plan) {
 std::string binding_source(const Graph& g, const Group& gr, const Family& f, const std::vector<Mutation>& stores,
                            bool takes_offsets) {
   const auto inputs = gr.input_values();
+  // Outputs and scratch take the first input's device (a group of factories alone, with no input,
+  // takes the current device) and its dtype where theirs is the same.
+  const std::string options = inputs.empty() ? "torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA, "
+                                               "c10::cuda::current_device())"
+                                             : c_identifier(inputs.front()) + ".options()";
+  const std::string options_dtype = inputs.empty() ? "float32" : slot_dtype(gr, inputs.front());
+  const std::string device = inputs.empty() ? "c10::cuda::current_device()" : c_identifier(inputs.front()) + ".get_device()";
   std::string params, checks, slots;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string arg = c_identifier(inputs[i]);
@@ -90,8 +97,7 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
   for (size_t o = 0; o < gr.outputs.size(); ++o) {
     const GroupOutput& out = gr.outputs[o];
     outs += "  torch::Tensor out" + std::to_string(o) + " = torch::empty(" + shape_list(out.shape) + ", " +
-            c_identifier(inputs.front()) + ".options()" +
-            (out.dtype == slot_dtype(gr, inputs.front()) ? "" : ".dtype(" + torch_dtype(out.dtype) + ")") + ");\n";
+            options + (out.dtype == options_dtype ? "" : ".dtype(" + torch_dtype(out.dtype) + ")") + ");\n";
     for (const Mutation& m : stores) {
       if (m.value != out.value) continue;
       params += ", torch::Tensor& " + store_param(m);
@@ -126,18 +132,17 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
         slots += "  args.size[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.sizes[d]) +
                  "; args.stride[" + S + "][" + std::to_string(d) + "] = " + std::to_string(sl.layout.strides[d]) + ";\n";
   }
-  const std::string first = c_identifier(inputs.front()), extra_slot = std::to_string(gr.slots.size());
+  const std::string extra_slot = std::to_string(gr.slots.size());
   if (const int64_t floats = f.scratch_floats(gr); floats > 0) {
-    const bool float_first = slot_dtype(gr, inputs.front()) == "float32";  // else a half input's options
-    slots += "  torch::Tensor scratch = torch::empty({" + std::to_string(floats) + "}, " + first + ".options()" +
-             (float_first ? "" : ".dtype(torch::kFloat32)") + ");\n" +
+    slots += "  torch::Tensor scratch = torch::empty({" + std::to_string(floats) + "}, " + options +
+             (options_dtype == "float32" ? "" : ".dtype(torch::kFloat32)") + ");\n" +
              "  args.ptr[" + extra_slot + "] = scratch.data_ptr<float>();\n";
   }
   if (const int64_t bytes = f.workspace_bytes(gr); bytes > 0) {
     slots += "  static std::map<int, torch::Tensor> workspaces;  // one per device, allocated once\n"
-             "  torch::Tensor& workspace = workspaces[" + first + ".get_device()];\n"
+             "  torch::Tensor& workspace = workspaces[" + device + "];\n"
              "  if (!workspace.defined()) {\n"
-             "    workspace = torch::empty({" + std::to_string(bytes) + "}, " + first + ".options().dtype(torch::kUInt8));\n"
+             "    workspace = torch::empty({" + std::to_string(bytes) + "}, " + options + ".dtype(torch::kUInt8));\n"
              "    C10_CUDA_CHECK(cudaMemsetAsync(workspace.data_ptr(), 0, " + std::to_string(bytes) +
              ", at::cuda::getCurrentCUDAStream()));\n  }\n"
              "  args.ptr[" + std::to_string(gr.slots.size() + 1) + "] = static_cast<float*>(workspace.data_ptr());\n";
@@ -155,7 +160,7 @@ std::string binding_source(const Graph& g, const Group& gr, const Family& f, con
          "#include \"../binding_registry.h\"\n#include \"fusetune_args.h\"\n\n"
          "void fusetune_launch_" + gr.id + "(const fusetune::KernelArgs& args, cudaStream_t stream);\n\n"
          "namespace {\n\n" + ret_type + " " + gr.id + "(" + params + ") {\n" + checks +
-         "  const c10::cuda::CUDAGuard guard(" + c_identifier(inputs.front()) + ".device());\n" + outs +
+         (inputs.empty() ? "" : "  const c10::cuda::CUDAGuard guard(" + c_identifier(inputs.front()) + ".device());\n") + outs +
          "  fusetune::KernelArgs args{};\n" + slots +
          "  args.numel = " + std::to_string(gr.numel()) + ";\n  args.m = " + std::to_string(gr.m) + "; args.n = " +
          std::to_string(gr.n) + "; args.k = " + std::to_string(gr.k) + "; args.batch = " + std::to_string(gr.batch) +
