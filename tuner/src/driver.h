@@ -45,6 +45,8 @@ struct DeviceInfo {
   double fp32_peak_flops() const { return (double)sm_count * 128.0 * 2.0 * clock_khz * 1e3; }
   // Peak dense TF32 tensor-core throughput on sm_80/sm_90: SMs x 1024 FMA x 2 flops x clock.
   double tf32_peak_flops() const { return (double)sm_count * 1024.0 * 2.0 * clock_khz * 1e3; }
+  // Peak dense float16/bfloat16 tensor-core throughput on sm_80/sm_90: twice TF32's.
+  double half_peak_flops() const { return 2.0 * tf32_peak_flops(); }
 };
 
 DeviceInfo query_device(int ordinal = 0);

@@ -252,6 +252,7 @@ void Worker::setup() {
                  {"driver_version", dev_.driver_version},
                  {"fp32_peak_tflops", dev_.fp32_peak_flops() / 1e12},
                  {"tf32_peak_tflops", dev_.tf32_peak_flops() / 1e12},
+                 {"half_peak_tflops", dev_.half_peak_flops() / 1e12},
                  {"copy_bandwidth_gbps", measure_bandwidth()}};
   emit("ready", json{{"device", device}});
 }

@@ -25,20 +25,24 @@ json template_hashes(const std::vector<std::string>& dirs) {
   return h;
 }
 
+double peak_flops(const json& device, const std::string& precision) {
+  const char* key = precision.rfind("tf32", 0) == 0                    ? "tf32_peak_tflops"
+                    : precision == "fp16" || precision == "bf16" ? "half_peak_tflops"
+                                                                 : "fp32_peak_tflops";
+  return device.value(key, 0.0) * 1e12;
+}
+
 namespace {
 
-// Each candidate's floor: its FLOPs at the peak of its precision (fp32 FMA or TF32 tensor cores)
-// or its bytes at the copy rate, whichever is larger; the group's is its winner's.
+// Each candidate's floor: its FLOPs at the peak of its precision (fp32 FMA, TF32 or 16-bit tensor
+// cores) or its bytes at the copy rate, whichever is larger; the group's is its winner's.
 void add_roofline(json& group, const Group& g, const json& device, const std::map<std::string, int64_t>& numel) {
   const Family& f = planner_family(g.family);
   const double flops = f.flops(g), bytes = (double)g.bytes_moved(numel);
   const double bw = device.value("copy_bandwidth_gbps", 0.0) * 1e9;
   group["flops"] = flops;
   group["bytes"] = bytes;
-  auto peak = [&](const json& c) {
-    const bool tf32 = c.value("precision", "fp32").rfind("tf32", 0) == 0;
-    return device.value(tf32 ? "tf32_peak_tflops" : "fp32_peak_tflops", 0.0) * 1e12;
-  };
+  auto peak = [&](const json& c) { return peak_flops(device, c.value("precision", "fp32")); };
   auto floor_ms = [&](const json& c) { return std::max(flops / peak(c), bytes / bw) * 1e3; };
   if (peak(group) <= 0 || bw <= 0) return;
   group["floor_ms"] = floor_ms(group);

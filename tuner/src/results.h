@@ -19,6 +19,10 @@ constexpr int kSchemaVersion = 1;
 // sha256 of every file in the template folders (a change in any header invalidates results).
 json template_hashes(const std::vector<std::string>& dirs);
 
+// The peak FLOP rate of a precision on the device best.json's fingerprint describes: fp32 FMA
+// ("fp32"), TF32 tensor cores ("tf32"), 16-bit tensor cores ("fp16", "bf16"); 0 where unknown.
+double peak_flops(const json& device, const std::string& precision);
+
 json make_best_json(const Options& o, const Graph& g, const Plan& plan, json groups, const SearchContext& ctx,
                     const std::map<std::string, int64_t>& value_numel);
 

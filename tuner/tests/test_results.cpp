@@ -69,6 +69,15 @@ TEST(BestJson, SchemaAndRoundTrip) {
   EXPECT_EQ(back["tuning_wall_s"], 1.5);
 }
 
+TEST(BestJson, RooflinePeakIsThePrecisions) {
+  const json device = {{"fp32_peak_tflops", 60.0}, {"tf32_peak_tflops", 480.0}, {"half_peak_tflops", 960.0}};
+  EXPECT_EQ(peak_flops(device, "fp32"), 60e12);
+  EXPECT_EQ(peak_flops(device, "tf32"), 480e12);
+  EXPECT_EQ(peak_flops(device, "fp16"), 960e12);
+  EXPECT_EQ(peak_flops(device, "bf16"), 960e12);
+  EXPECT_EQ(peak_flops(json{{"fp32_peak_tflops", 60.0}}, "bf16"), 0.0);  // an older fingerprint: no floor
+}
+
 TEST(BestJson, TunedConstantsHeader) {
   Fixture f;
   const std::string h = tuned_constants_header(f.best);
