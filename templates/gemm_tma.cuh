@@ -1,7 +1,8 @@
 // Tensor-core GEMM for sm_90a with the group's elementwise epilogue fused:
-// C[b, m, n] = Op(sum_k A[b, m, k] * B[b, k, n], ...), A slot 0 and B slot 1 both K-major (A's
-// rows and B's columns contiguous along k: nn.Linear's x @ W^T), read by TMA as tensor maps.
-// OPERAND: float32 operands multiplied in TF32, or float16 / bfloat16 ones as they are
+// C[b, m, n] = Op(sum_k A[b, m, k] * B[b, k, n], ...), A slot 0 K-major (rows contiguous along
+// k) and B slot 1 K-major too (columns contiguous along k: nn.Linear's x @ W^T) or, with B_MN
+// and half operands, MN-major (rows contiguous along n: a plain A @ B), read by TMA as tensor
+// maps. OPERAND: float32 operands multiplied in TF32, or float16 / bfloat16 ones as they are
 // (gemm_tma_split.h's kGemmTma*); fp32 accumulators and epilogue either way.
 // Persistent and warp-specialized: one producer warpgroup issues TMA loads into a ring of
 // 128-byte-swizzled shared-memory stages; two consumer warpgroups run wgmma on it and apply the
@@ -31,10 +32,14 @@ constexpr int kConsumers = 2;             // consumer warpgroups, stacked along 
 constexpr int kChunkBytes = 64 * 32 * 4;  // one staged 64x32 fp32 chunk
 constexpr int kWatchWords = kConsumers + 1;  // progress of each consumer and of the producer
 
-template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_, int OPERAND_>
+template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_, int OPERAND_, int B_MN_>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_, CLUSTER = CLUSTER_;
   static constexpr int OPERAND = OPERAND_;
+  // B MN-major: a stage holds B as BN / 64 blocks of 64 columns by the k-tile's 64 rows (128 B
+  // each), kBBlockBytes apart; each block of a cluster loads kBSliceRows of those rows of every
+  // block. K-major: BN rows of one k-tile, each block of a cluster loading kBSliceRows of them.
+  static constexpr bool B_MN = B_MN_ != 0;
   static constexpr int kKTile = gemm_tma_k_tile(OPERAND);  // elements of a k-tile: 128 bytes of a row
   static constexpr bool PINGPONG = PINGPONG_ != 0;
   static constexpr int kTileConsumers = PINGPONG ? 1 : kConsumers;  // consumers sharing a tile
@@ -46,7 +51,8 @@ struct Config {
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
-  static constexpr int kBSliceRows = BN / CLUSTER;  // the rows of B each block of a cluster loads
+  static constexpr int kBBlockBytes = 64 * 128;
+  static constexpr int kBSliceRows = (B_MN ? kKTile : BN) / CLUSTER;  // the rows of B each block of a cluster loads
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kStagingOffset = STAGES * kStageBytes;
   static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;
@@ -66,6 +72,8 @@ struct Config {
   static_assert(GROUP_M >= 1, "at least one M-tile per group");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
   static_assert(kBSliceRows % 8 == 0, "each block's slice of B starts on a 1024-byte swizzle pattern");
+  static_assert(!B_MN || (OPERAND != kGemmTmaFloat32 && kKTile == 64 && BN % 64 == 0),
+                "an MN-major B needs 16-bit operands (TF32 wgmma reads K-major only) in 64-column blocks");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc would wait forever for registers the producer never frees");
   static_assert(kWatchWords * 4 <= kGemmTmaWatchBytes, "a progress word per role");
@@ -205,12 +213,24 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
         sm90::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
         const int k0 = kt * Cfg::kKTile;
         sm90::tma_load_3d(dst, ta, full, k0, tc.m0, a_batched ? tc.b : 0);
-        if (Cfg::CLUSTER == 1)
-          sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, k0, tc.n0, b_batched ? tc.b : 0);
-        else
+        const int b_batch = b_batched ? tc.b : 0;
+        const unsigned short peers = (unsigned short)((1u << Cfg::CLUSTER) - 1);
+        if (Cfg::B_MN) {  // the tensor map's coordinates: (n, k, batch), a box of 64 x kBSliceRows
+          const int k_row = k0 + sched.rank * Cfg::kBSliceRows;
+          const unsigned slice = dst + Cfg::kABytes + sched.rank * Cfg::kBSliceRows * 128;
+#pragma unroll
+          for (int blk = 0; blk < Cfg::BN / 64; ++blk) {
+            if (Cfg::CLUSTER == 1)
+              sm90::tma_load_3d(slice + blk * Cfg::kBBlockBytes, tb, full, tc.n0 + 64 * blk, k_row, b_batch);
+            else
+              sm90::tma_load_3d_multicast(slice + blk * Cfg::kBBlockBytes, tb, full, tc.n0 + 64 * blk, k_row, b_batch, peers);
+          }
+        } else if (Cfg::CLUSTER == 1) {
+          sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, k0, tc.n0, b_batch);
+        } else {
           sm90::tma_load_3d_multicast(dst + Cfg::kABytes + sched.rank * Cfg::kBSliceRows * 128, tb, full, k0,
-                                      tc.n0 + sched.rank * Cfg::kBSliceRows, b_batched ? tc.b : 0,
-                                      (unsigned short)((1u << Cfg::CLUSTER) - 1));
+                                      tc.n0 + sched.rank * Cfg::kBSliceRows, b_batch, peers);
+        }
       }
       pos.advance();
       sm90::st_volatile_shared(progress_word, ++progress);
@@ -428,7 +448,8 @@ __device__ __forceinline__ void gather_partials(float (&acc)[Cfg::kMTiles][Cfg::
 // k-tile: wait for the stage's bytes, 4 k8 steps of wgmma per m64 tile, commit, and wait until at
 // most this group is in flight; the previous k-tile's wgmmas have then retired, so each warp
 // releases that stage with one arrival (4 arrivals per consumer sharing the stage complete the
-// empty barrier's phase). A k-tile is 4 steps of 32 bytes per row: k8 in TF32, k16 in half.
+// empty barrier's phase). A k-tile is 4 steps of 32 bytes per row: k8 in TF32, k16 in half (an MN-major B: 16 of
+// its rows per step).
 template <class Cfg, class Op>
 __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
                         const Schedule& sched, unsigned* split_ws, bool vec_ok) {
@@ -440,7 +461,9 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
   unsigned long long desc_a[Cfg::kMTiles];
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMTiles; ++mt) desc_a[mt] = sm90::make_desc_k_sw128(smem + (first_row + mt * 64) * 128);
-  const unsigned long long desc_b = sm90::make_desc_k_sw128(smem + Cfg::kABytes);
+  const unsigned long long desc_b = Cfg::B_MN ? sm90::make_desc_mn_sw128(smem + Cfg::kABytes, Cfg::kBBlockBytes)
+                                              : sm90::make_desc_k_sw128(smem + Cfg::kABytes);
+  constexpr int kBStep = Cfg::B_MN ? 16 * 128 >> 4 : 2;  // a k step of B: 16 rows of 128 B, or 32 B of each row
   const unsigned staging = smem + Cfg::kStagingOffset + consumer * 2 * kChunkBytes;
 
   float acc[Cfg::kMTiles][Cfg::kAccRegs];
@@ -469,8 +492,9 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int mt = 0; mt < Cfg::kMTiles; ++mt)  // +2 per step: 32 bytes, encoded >> 4
-          sm90::Wgmma<Cfg::BN, Cfg::OPERAND>::mma(acc[mt], desc_a[mt] + stage_off + 2 * kk, desc_b + stage_off + 2 * kk, 1);
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt)  // A: +2 per step, 32 bytes encoded >> 4
+          sm90::Wgmma<Cfg::BN, Cfg::OPERAND, Cfg::B_MN>::mma(acc[mt], desc_a[mt] + stage_off + 2 * kk,
+                                                             desc_b + stage_off + kBStep * kk, 1);
       sm90::wgmma_commit();
       sm90::wgmma_wait<1>();
 #pragma unroll
@@ -502,16 +526,18 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
 
 }  // namespace tma_gemm
 
-// ta and tb: A and B as tma_map.h encodes them (box rows BM and BN / CLUSTER, OPERAND's type). The grid is a
+// ta and tb: A and B as tma_map.h encodes them (box rows BM and kBSliceRows, OPERAND's type, B
+// MN-major where B_MN). The grid is a
 // whole number of clusters of CLUSTER blocks along x (a compile-time cluster shape, so a plain
 // launch makes the clusters), gemm_tma_grid's; split_ws: the workspace of the split tail it
 // implies (gemm_tma_split_bytes, zeroed when allocated; unused where nothing is split).
-template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op, int OPERAND = kGemmTmaFloat32>
+template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op, int OPERAND = kGemmTmaFloat32,
+          int B_MN = 0>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThreads, 1)
     gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb,
                     unsigned* const split_ws) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER, OPERAND>;
+  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER, OPERAND, B_MN>;
   using namespace tma_gemm;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // TMA's 128B swizzle and the wgmma descriptors assume every stage starts on 1024 B.

@@ -177,24 +177,41 @@ __device__ __forceinline__ unsigned long long make_desc_k_sw128(unsigned smem_ad
   return d;
 }
 
+// The same for an MN-major operand (16-bit types only: B read as [k][n] rows, n contiguous) in
+// 128-byte-swizzled blocks of 64 elements along MN by the k-tile's 64 rows along K, the blocks
+// `block_bytes` apart: CuTe's canonical ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) with LBO the
+// distance between 64-element blocks along MN and SBO = 1024 B between 8-row groups along K (PTX
+// ISA "Canonical Layouts", MN-major, 128B swizzling). A k16 step advances 16 rows = 2048 B.
+__device__ __forceinline__ unsigned long long make_desc_mn_sw128(unsigned smem_addr, unsigned block_bytes) {
+  unsigned long long d = 0;
+  d |= static_cast<unsigned long long>((smem_addr & 0x3FFFFu) >> 4);
+  d |= static_cast<unsigned long long>(block_bytes >> 4) << 16;
+  d |= static_cast<unsigned long long>(1024u >> 4) << 32;
+  d |= static_cast<unsigned long long>(1) << 62;
+  return d;
+}
+
 // ---- wgmma.mma_async.sync.aligned.m64nNkK.f32.<type>.<type>, A and B from smem descriptors ----
-// Wgmma<N, OPERAND>::mma: N/2 fp32 accumulator registers per thread. scale-d != 0: D = A*B + D.
-// imm-scale-a = imm-scale-b = 1 (no negation). OPERAND (kOperandFloat32 ... in gemm_tma.cuh's
-// terms): 0, float32 data as TF32, k8, no transpose operands (K-major only); 1, float16 and 2,
-// bfloat16, k16 with imm-trans-a = imm-trans-b = 0 (both K-major). Either way one step reads 32
-// bytes of every row of A and B, so the descriptors advance alike.
-template <int N, int OPERAND>
+// Wgmma<N, OPERAND, B_MN>::mma: N/2 fp32 accumulator registers per thread. scale-d != 0:
+// D = A*B + D. imm-scale-a = imm-scale-b = 1 (no negation). OPERAND (kGemmTma* of
+// gemm_tma_split.h): 0, float32 data as TF32, k8, no transpose operands (K-major only); 1,
+// float16 and 2, bfloat16, k16 with imm-trans-a = 0 (A K-major) and imm-trans-b = B_MN (0: B
+// K-major, 1: MN-major, make_desc_mn_sw128's layout). K-major, one step reads 32 bytes of every
+// row of A and B either way, so the descriptors advance alike.
+template <int N, int OPERAND, int B_MN = 0>
 struct Wgmma;
 
 #define FUSETUNE_WGMMA_INSTR_0(N) "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 "
 #define FUSETUNE_WGMMA_INSTR_1(N) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 "
 #define FUSETUNE_WGMMA_INSTR_2(N) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 "
-#define FUSETUNE_WGMMA_TAIL_0 ""
-#define FUSETUNE_WGMMA_TAIL_1 ", 0, 0"
-#define FUSETUNE_WGMMA_TAIL_2 ", 0, 0"
+#define FUSETUNE_WGMMA_TAIL_0_0 ""
+#define FUSETUNE_WGMMA_TAIL_1_0 ", 0, 0"
+#define FUSETUNE_WGMMA_TAIL_2_0 ", 0, 0"
+#define FUSETUNE_WGMMA_TAIL_1_1 ", 0, 1"
+#define FUSETUNE_WGMMA_TAIL_2_1 ", 0, 1"
 
-#define FUSETUNE_WGMMA_64(OP)                                                                                                      \
-template <> struct Wgmma<64, OP> {                                                                                                 \
+#define FUSETUNE_WGMMA_64(OP, TB)                                                                                                      \
+template <> struct Wgmma<64, OP, TB> {                                                                                                 \
   __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                  \
         "{\n"                                                                                                                      \
@@ -205,7 +222,7 @@ template <> struct Wgmma<64, OP> {                                              
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                                   \
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                                           \
         "}, "                                                                                                                      \
-        "%32, %33, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP ";\n"                                                                         \
+        "%32, %33, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                   \
         "}\n"                                                                                                                      \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                          \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                    \
@@ -215,8 +232,8 @@ template <> struct Wgmma<64, OP> {                                              
   }                                                                                                                                \
 };
 
-#define FUSETUNE_WGMMA_128(OP)                                                                                                     \
-template <> struct Wgmma<128, OP> {                                                                                                \
+#define FUSETUNE_WGMMA_128(OP, TB)                                                                                                     \
+template <> struct Wgmma<128, OP, TB> {                                                                                                \
   __device__ __forceinline__ static void mma(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                  \
         "{\n"                                                                                                                      \
@@ -229,7 +246,7 @@ template <> struct Wgmma<128, OP> {                                             
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                         \
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                                           \
         "}, "                                                                                                                      \
-        "%64, %65, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP ";\n"                                                                         \
+        "%64, %65, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                   \
         "}\n"                                                                                                                      \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                          \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                    \
@@ -243,8 +260,8 @@ template <> struct Wgmma<128, OP> {                                             
   }                                                                                                                                \
 };
 
-#define FUSETUNE_WGMMA_192(OP)                                                                                                     \
-template <> struct Wgmma<192, OP> {                                                                                                \
+#define FUSETUNE_WGMMA_192(OP, TB)                                                                                                     \
+template <> struct Wgmma<192, OP, TB> {                                                                                                \
   __device__ __forceinline__ static void mma(float (&d)[96], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                  \
         "{\n"                                                                                                                      \
@@ -259,7 +276,7 @@ template <> struct Wgmma<192, OP> {                                             
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                                         \
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"                                           \
         "}, "                                                                                                                      \
-        "%96, %97, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP ";\n"                                                                         \
+        "%96, %97, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                   \
         "}\n"                                                                                                                      \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                          \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                    \
@@ -277,8 +294,8 @@ template <> struct Wgmma<192, OP> {                                             
   }                                                                                                                                \
 };
 
-#define FUSETUNE_WGMMA_256(OP)                                                                                                      \
-template <> struct Wgmma<256, OP> {                                                                                                 \
+#define FUSETUNE_WGMMA_256(OP, TB)                                                                                                      \
+template <> struct Wgmma<256, OP, TB> {                                                                                                 \
   __device__ __forceinline__ static void mma(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                   \
         "{\n"                                                                                                                       \
@@ -295,7 +312,7 @@ template <> struct Wgmma<256, OP> {                                             
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                              \
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"                            \
         "}, "                                                                                                                       \
-        "%128, %129, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP ";\n"                                                                        \
+        "%128, %129, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                  \
         "}\n"                                                                                                                       \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                           \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                     \
@@ -317,21 +334,29 @@ template <> struct Wgmma<256, OP> {                                             
   }                                                                                                                                 \
 };
 
-FUSETUNE_WGMMA_64(0)
-FUSETUNE_WGMMA_64(1)
-FUSETUNE_WGMMA_64(2)
+FUSETUNE_WGMMA_64(0, 0)
+FUSETUNE_WGMMA_64(1, 0)
+FUSETUNE_WGMMA_64(1, 1)
+FUSETUNE_WGMMA_64(2, 0)
+FUSETUNE_WGMMA_64(2, 1)
 
-FUSETUNE_WGMMA_128(0)
-FUSETUNE_WGMMA_128(1)
-FUSETUNE_WGMMA_128(2)
+FUSETUNE_WGMMA_128(0, 0)
+FUSETUNE_WGMMA_128(1, 0)
+FUSETUNE_WGMMA_128(1, 1)
+FUSETUNE_WGMMA_128(2, 0)
+FUSETUNE_WGMMA_128(2, 1)
 
-FUSETUNE_WGMMA_192(0)
-FUSETUNE_WGMMA_192(1)
-FUSETUNE_WGMMA_192(2)
+FUSETUNE_WGMMA_192(0, 0)
+FUSETUNE_WGMMA_192(1, 0)
+FUSETUNE_WGMMA_192(1, 1)
+FUSETUNE_WGMMA_192(2, 0)
+FUSETUNE_WGMMA_192(2, 1)
 
-FUSETUNE_WGMMA_256(0)
-FUSETUNE_WGMMA_256(1)
-FUSETUNE_WGMMA_256(2)
+FUSETUNE_WGMMA_256(0, 0)
+FUSETUNE_WGMMA_256(1, 0)
+FUSETUNE_WGMMA_256(1, 1)
+FUSETUNE_WGMMA_256(2, 0)
+FUSETUNE_WGMMA_256(2, 1)
 #undef FUSETUNE_WGMMA_64
 #undef FUSETUNE_WGMMA_128
 #undef FUSETUNE_WGMMA_192
@@ -339,9 +364,11 @@ FUSETUNE_WGMMA_256(2)
 #undef FUSETUNE_WGMMA_INSTR_0
 #undef FUSETUNE_WGMMA_INSTR_1
 #undef FUSETUNE_WGMMA_INSTR_2
-#undef FUSETUNE_WGMMA_TAIL_0
-#undef FUSETUNE_WGMMA_TAIL_1
-#undef FUSETUNE_WGMMA_TAIL_2
+#undef FUSETUNE_WGMMA_TAIL_0_0
+#undef FUSETUNE_WGMMA_TAIL_1_0
+#undef FUSETUNE_WGMMA_TAIL_2_0
+#undef FUSETUNE_WGMMA_TAIL_1_1
+#undef FUSETUNE_WGMMA_TAIL_2_1
 
 }  // namespace sm90
 }  // namespace fusetune

@@ -112,6 +112,9 @@ int gemm_operand_type(const Group& g);
 // operands' products ("fp16", "bf16"; "" for float32, whose precision is the family's).
 std::string gemm_operand_arg(const Group& g);
 std::string half_operand_precision(const Group& g);
+// Whether the TMA GEMM reads B MN-major (half operands whose B is not contiguous along k: a plain
+// A @ B); its family refuses such a B unless it is contiguous along n.
+bool gemm_tma_b_mn(const Group& g);
 
 // Whether slot layout l's sizes and strides go into KernelArgs (at most kMaxRank dimensions).
 // Only GEMM and convolution kernels read them (their operands have at most 5 dimensions; a deeper

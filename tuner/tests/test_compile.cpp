@@ -328,6 +328,24 @@ TEST(Compile, CheckKernel) {  // the measuring worker's correctness check, one f
   }
 }
 
+// A plain bfloat16 bmm, B [batch][k][n] contiguous along n, at sizes that are no tile multiple:
+// every TMA GEMM config compiles reading B MN-major (B_MN = 1: transposed 16-bit wgmma B
+// tiles), and the fp32 template's converting instances compete.
+TEST(Compile, EveryHalfTmaGemmInstanceWithAnMnMajorB) {
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
+  G b;
+  b.value("x", {3, 37, 72}, "input", "bfloat16").value("y", {3, 72, 40}, "input", "bfloat16");
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {3, 37, 72}, to_float)
+      .node("cy", "aten._to_copy.default", {G::ref("y")}, {3, 72, 40}, to_float)
+      .node("m", "aten.bmm.default", {G::ref("cx"), G::ref("cy")}, {3, 37, 40});
+  const Group gr = plan_graph(b.build({"m"})).groups.at(0);
+  ASSERT_TRUE(gemm_tma_b_mn(gr));
+  std::vector<std::string> names;
+  compile_space(gr, Compiler(templates(), "sm_90", temp_dir("tma_mn")), &names);
+  const long tma = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_tma_", 0) == 0; });
+  EXPECT_EQ(tma, 84);
+}
+
 // A half-precision model as capture writes it: float16 tensors loaded and converted by
 // elementwise steps (the per-column bias in a GEMM's epilogue too, not added by cuBLASLt),
 // products of float16 and of bfloat16 operands read as they are (the TMA GEMM's k16 wgmma and

@@ -250,14 +250,15 @@ TEST(Emit, NumberAndBoolInputsBuild) {
 // A float16 model: the bindings check and pass float16 tensors as such (at::Half), the TMA GEMM
 // reads its float16 operands through float16 tensor maps (k16 wgmma, sm_90a) and its epilogue
 // stores the float16 result, an elementwise kernel converts as it loads and stores (half.cuh
-// under nvcc).
+// under nvcc), and a plain x @ v reads v MN-major.
 TEST(Emit, HalfTensorsBuild) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_half.py");
   std::vector<std::string> families;
   for (const Group& gr : cap.plan.groups) families.push_back(gr.family);
-  ASSERT_EQ(families, (std::vector<std::string>{"gemm", "elementwise"}));
+  ASSERT_EQ(families, (std::vector<std::string>{"gemm", "elementwise", "gemm"}));
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"gemm_tma", "gemm_tma.cuh"}},
-                                                       {"g1", KernelChoice{"elementwise", "elementwise.cuh"}}};
+                                                       {"g1", KernelChoice{"elementwise", "elementwise.cuh"}},
+                                                       {"g2", KernelChoice{"gemm_tma", "gemm_tma.cuh"}}};
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string kdir = path_join(cap.o.out, "extension/kernels");
   const std::string g0 = read_file(path_join(kdir, "g0_binding.cpp")), g1 = read_file(path_join(kdir, "g1_binding.cpp"));
@@ -270,6 +271,9 @@ TEST(Emit, HalfTensorsBuild) {
   EXPECT_NE(g0_cu.find("fusetune_gen::g0_op, 1>, args, stream);"), std::string::npos) << g0_cu;
   EXPECT_NE(g0_cu.find("fusetune::float_to_f16("), std::string::npos) << g0_cu;
   EXPECT_NE(g1.find("torch::empty({8, 16}, x.options());"), std::string::npos) << g1;
+  const std::string g2_cu = read_file(path_join(kdir, "g2.cu"));  // v read MN-major: B_MN = 1
+  EXPECT_NE(g2_cu.find("fusetune::launch_gemm_tma<tuned::BM, tuned::BN, tuned::STAGES, tuned::CLUSTER, 1, 1>("),
+            std::string::npos) << g2_cu;
   write_first_config_best(cap.o, cap.g, cap.plan, kernels);
   ASSERT_NO_THROW(stage_build(cap.o));
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());

@@ -266,6 +266,43 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
   EXPECT_TRUE(family_by_name("gemm_tma").allowed(gr, Config{}, "fp32"));  // exact products
 }
 
+// A plain batched A @ B of float16 tensors (B [batch][k][n], contiguous along n) reads them as
+// they are too: the TMA GEMM reads B MN-major (wgmma transposes 16-bit B tiles), in tensor-map
+// boxes of a k-tile's rows per block of the cluster, and its kernel takes B_MN = 1.
+TEST(Plan, HalfOperandsOfAPlainProductAreReadAsTheyAre) {
+  G b;
+  b.value("x", {3, 8, 16}, "input", "float16").value("y", {3, 16, 40}, "input", "float16");
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {3, 8, 16}, to_float)
+      .node("cy", "aten._to_copy.default", {G::ref("y")}, {3, 16, 40}, to_float)
+      .node("m", "aten.bmm.default", {G::ref("cx"), G::ref("cy")}, {3, 8, 40})
+      .node("o", "aten._to_copy.default", {G::ref("m")}, {3, 8, 40}, json{{"dtype", {{"dtype", "float16"}}}})
+      .values_dtype("o", "float16");
+  const Plan p = plan_graph(b.build({"o"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.slots[1].layout.base, "y");
+  EXPECT_EQ(gr.slots[1].dtype, "float16");
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{640, 40, 1}));
+  EXPECT_TRUE(gemm_tma_b_mn(gr));
+  const Family& tma = family_by_name("gemm_tma");
+  std::string why;
+  EXPECT_TRUE(tma.supports(gr, why)) << why;
+  const Config c{"gemm_tma", {{"BM", 128}, {"BN", 192}, {"STAGES", 4}, {"GROUP_M", 8}, {"PINGPONG", 0}, {"CLUSTER", 2}}};
+  const json extras = tma.launch_extras(gr, c);
+  EXPECT_EQ(extras.at("tensor_maps"), json::array({128, 32}));  // half of a 64-row k-tile per block
+  EXPECT_EQ(extras.at("tensor_map_type"), 1);
+  EXPECT_EQ(extras.at("tensor_map_b_mn"), true);
+  auto text = [&](const std::string& name) { return std::to_string(c.at(name)); };
+  const std::string instance = tma.kernel_instance(gr, text);
+  EXPECT_EQ(instance.rfind(", 1, 1>"), instance.size() - 7) << instance;  // float16, B_MN
+  // B strided along both dimensions cannot be a tensor map.
+  Group strided = gr;
+  strided.slots[1].layout.strides = {640, 40, 2};
+  EXPECT_FALSE(tma.supports(strided, why));
+  EXPECT_EQ(why, "B is contiguous neither along k nor along n");
+}
+
 // An MLP in bfloat16 as capture writes it: the first Linear's ReLU is float32 in the graph and
 // bfloat16 in the model (model_dtype); its only reader is the second Linear, whose weight is
 // bfloat16, so it is stored in bfloat16 and both products read half operands. Read by a row
@@ -805,7 +842,7 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: its kernels do not run on sm_80"}));
   refused.clear();
   names(linear(8, false), "sm_90", &refused);  // a plain A @ B: B's rows run along n
-  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (wgmma reads both operands along k)"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (TF32 wgmma reads both operands along k)"}));
   refused.clear();
   names(linear(6, true), "sm_90", &refused);  // rows of 24 bytes
   EXPECT_EQ(refused,

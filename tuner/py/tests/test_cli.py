@@ -193,6 +193,7 @@ GPU_FAMILY_PLANS = {
     "half_forms.py": ["elementwise"] * 2 + ["gemm", "reduce", "elementwise", "elementwise", "reduce", "reduce",
                                             "elementwise"],
     "half_gemm_forms.py": ["gemm"] * 4,  # half operands read as they are (an activation stored in half): no conversions
+    "half_mn_forms.py": ["gemm"] * 5,  # B read MN-major: no conversions
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
 }

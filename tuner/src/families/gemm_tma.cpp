@@ -2,8 +2,9 @@
 // (tf32 policy only), float16 and bfloat16 ones as they are (any policy: their products are exact
 // in the fp32 accumulators), with the group's whole epilogue fused (templates/gemm_tma.cuh). It
 // competes with cuBLASLt and the fp32 template in the gemm search. Its operands are TMA tensor
-// maps, so it runs only where both are K-major (nn.Linear's x @ W^T; a plain A @ B with a
-// row-major B is left to cuBLASLt) and their strides are whole 16-byte units.
+// maps, so it runs only where A is K-major and B too (nn.Linear's x @ W^T) or, for half
+// operands, MN-major (a plain A @ B with a row-major B: wgmma transposes 16-bit B tiles; a
+// float32 A @ B is left to cuBLASLt), and their strides are whole 16-byte units.
 #include <climits>
 
 #include "families.h"
@@ -14,16 +15,22 @@ namespace fusetune {
 
 namespace {
 
+// The kernel's and launcher's trailing template arguments: the operand type (none for float32)
+// and, for an MN-major B, B_MN = 1.
+std::string operand_args(const Group& g) { return gemm_operand_arg(g) + (gemm_tma_b_mn(g) ? ", 1" : ""); }
+
 // Why operand `slot` ([batch, rows, k] for A, [batch, k, n] for B) cannot be a TMA tensor map.
 const char* operand_refused(const Group& g, int slot) {
   const Slot& s = g.slots.at(slot);
   const Layout& l = s.layout;
   if (s.dtype != "float32" && !is_half(s.dtype)) return "operands are neither float32 nor half";
   if (s.dtype != g.slots.at(0).dtype) return "the operands have different dtypes";
+  const bool mn_major = slot == 1 && gemm_tma_b_mn(g);
   const int64_t k_stride = slot == 0 ? l.strides.at(2) : l.strides.at(1);
-  const int64_t ld = slot == 0 ? l.strides.at(1) : l.strides.at(2);
-  if (k_stride != 1 && g.k > 1)
-    return slot == 0 ? "A is not contiguous along k" : "B is not K-major (wgmma reads both operands along k)";
+  const int64_t ld = slot == 0 ? l.strides.at(1) : mn_major ? k_stride : l.strides.at(2);
+  if (mn_major && l.strides.at(2) != 1 && g.n > 1) return "B is contiguous neither along k nor along n";
+  if (!mn_major && k_stride != 1 && g.k > 1)
+    return slot == 0 ? "A is not contiguous along k" : "B is not K-major (TF32 wgmma reads both operands along k)";
   const int64_t unit = 16 / dtype_bytes(s.dtype);  // elements of 16 bytes
   if (ld % unit != 0 || ld <= 0) return "an operand's row stride is not a multiple of 16 bytes (TMA)";
   if (l.strides.at(0) % unit != 0) return "an operand's batch stride is not a multiple of 16 bytes";
@@ -63,7 +70,7 @@ class GemmTma : public Family {
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
     return "fusetune::gemm_tma_kernel<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("GROUP_M") + ", " +
-           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + gemm_operand_arg(g) + ">";
+           p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + operand_args(g) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
     return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), (int)c.at("CLUSTER"), g.m, g.n, g.batch);
@@ -72,10 +79,12 @@ class GemmTma : public Family {
     return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
            ", args.m, args.n, args.batch)";
   }
-  // Each block of a cluster loads BN / CLUSTER rows of B (and multicasts them); the grid and the
-  // split tail's workspace are gemm_tma_grid's (the worker's and the extension's alike).
+  // Each block of a cluster loads BN / CLUSTER rows of B (MN-major: k-tile / CLUSTER rows of each
+  // 64-column block) and multicasts them; the grid and the split tail's workspace are
+  // gemm_tma_grid's (the worker's and the extension's alike).
   json launch_extras(const Group& g, const Config& c) const override {
-    json extras = {{"tensor_maps", {c.at("BM"), c.at("BN") / c.at("CLUSTER")}},
+    const int64_t b_rows = gemm_tma_b_mn(g) ? gemm_tma_k_tile(gemm_operand_type(g)) : c.at("BN");
+    json extras = {{"tensor_maps", {c.at("BM"), b_rows / c.at("CLUSTER")}},
                    {"persistent", true},
                    {"cluster", c.at("CLUSTER")},
                    {"split_tail", {{"bm", c.at("BM")}, {"bn", c.at("BN")}}}};
@@ -83,6 +92,7 @@ class GemmTma : public Family {
       extras["tensor_map_type"] = t;
       extras["split_tail"]["k_tile"] = gemm_tma_k_tile(t);
     }
+    if (gemm_tma_b_mn(g)) extras["tensor_map_b_mn"] = true;
     return extras;
   }
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
@@ -90,7 +100,7 @@ class GemmTma : public Family {
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
     return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
-           gemm_operand_arg(g) + ">(" +
+           operand_args(g) + ">(" +
            kernel_instance(g, p) +
            ", args, stream);\n";
   }
@@ -98,6 +108,11 @@ class GemmTma : public Family {
 };
 
 }  // namespace
+
+bool gemm_tma_b_mn(const Group& g) {
+  const Slot& b = g.slots.at(1);
+  return is_half(b.dtype) && g.k > 1 && b.layout.strides.at(1) != 1;
+}
 
 int gemm_operand_type(const Group& g) {
   const std::string& dtype = g.slots.at(0).dtype;
