@@ -448,8 +448,8 @@ __device__ __forceinline__ void gather_partials(float (&acc)[Cfg::kMTiles][Cfg::
 // k-tile: wait for the stage's bytes, 4 k8 steps of wgmma per m64 tile, commit, and wait until at
 // most this group is in flight; the previous k-tile's wgmmas have then retired, so each warp
 // releases that stage with one arrival (4 arrivals per consumer sharing the stage complete the
-// empty barrier's phase). A k-tile is 4 steps of 32 bytes per row: k8 in TF32, k16 in half (an MN-major B: 16 of
-// its rows per step).
+// empty barrier's phase). A k-tile is 4 steps of 32 bytes per row: k8 in TF32, k16 in half (of
+// an MN-major B, 16 of its rows per step).
 template <class Cfg, class Op>
 __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
                         const Schedule& sched, unsigned* split_ws, bool vec_ok) {

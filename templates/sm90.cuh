@@ -196,8 +196,8 @@ __device__ __forceinline__ unsigned long long make_desc_mn_sw128(unsigned smem_a
 // D = A*B + D. imm-scale-a = imm-scale-b = 1 (no negation). OPERAND (kGemmTma* of
 // gemm_tma_split.h): 0, float32 data as TF32, k8, no transpose operands (K-major only); 1,
 // float16 and 2, bfloat16, k16 with imm-trans-a = 0 (A K-major) and imm-trans-b = B_MN (0: B
-// K-major, 1: MN-major, make_desc_mn_sw128's layout). K-major, one step reads 32 bytes of every
-// row of A and B either way, so the descriptors advance alike.
+// K-major, 1: MN-major, make_desc_mn_sw128's layout). One step reads 32 bytes of every row of a
+// K-major operand either way (k8 of TF32, k16 of half), so its descriptor advances alike.
 template <int N, int OPERAND, int B_MN = 0>
 struct Wgmma;
 
@@ -210,8 +210,8 @@ struct Wgmma;
 #define FUSETUNE_WGMMA_TAIL_1_1 ", 0, 1"
 #define FUSETUNE_WGMMA_TAIL_2_1 ", 0, 1"
 
-#define FUSETUNE_WGMMA_64(OP, TB)                                                                                                      \
-template <> struct Wgmma<64, OP, TB> {                                                                                                 \
+#define FUSETUNE_WGMMA_64(OP, TB)                                                                                                  \
+template <> struct Wgmma<64, OP, TB> {                                                                                             \
   __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                  \
         "{\n"                                                                                                                      \
@@ -222,7 +222,7 @@ template <> struct Wgmma<64, OP, TB> {                                          
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                                   \
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                                           \
         "}, "                                                                                                                      \
-        "%32, %33, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                   \
+        "%32, %33, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                  \
         "}\n"                                                                                                                      \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                          \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                    \
@@ -232,8 +232,8 @@ template <> struct Wgmma<64, OP, TB> {                                          
   }                                                                                                                                \
 };
 
-#define FUSETUNE_WGMMA_128(OP, TB)                                                                                                     \
-template <> struct Wgmma<128, OP, TB> {                                                                                                \
+#define FUSETUNE_WGMMA_128(OP, TB)                                                                                                 \
+template <> struct Wgmma<128, OP, TB> {                                                                                            \
   __device__ __forceinline__ static void mma(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                  \
         "{\n"                                                                                                                      \
@@ -246,7 +246,7 @@ template <> struct Wgmma<128, OP, TB> {                                         
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                         \
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                                           \
         "}, "                                                                                                                      \
-        "%64, %65, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                   \
+        "%64, %65, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                  \
         "}\n"                                                                                                                      \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                          \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                    \
@@ -260,8 +260,8 @@ template <> struct Wgmma<128, OP, TB> {                                         
   }                                                                                                                                \
 };
 
-#define FUSETUNE_WGMMA_192(OP, TB)                                                                                                     \
-template <> struct Wgmma<192, OP, TB> {                                                                                                \
+#define FUSETUNE_WGMMA_192(OP, TB)                                                                                                 \
+template <> struct Wgmma<192, OP, TB> {                                                                                            \
   __device__ __forceinline__ static void mma(float (&d)[96], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                  \
         "{\n"                                                                                                                      \
@@ -276,7 +276,7 @@ template <> struct Wgmma<192, OP, TB> {                                         
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                                         \
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"                                           \
         "}, "                                                                                                                      \
-        "%96, %97, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                   \
+        "%96, %97, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                  \
         "}\n"                                                                                                                      \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                          \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                    \
@@ -294,8 +294,8 @@ template <> struct Wgmma<192, OP, TB> {                                         
   }                                                                                                                                \
 };
 
-#define FUSETUNE_WGMMA_256(OP, TB)                                                                                                      \
-template <> struct Wgmma<256, OP, TB> {                                                                                                 \
+#define FUSETUNE_WGMMA_256(OP, TB)                                                                                                  \
+template <> struct Wgmma<256, OP, TB> {                                                                                             \
   __device__ __forceinline__ static void mma(float (&d)[128], unsigned long long desc_a, unsigned long long desc_b, int scale_d) {  \
     asm volatile(                                                                                                                   \
         "{\n"                                                                                                                       \
@@ -312,7 +312,7 @@ template <> struct Wgmma<256, OP, TB> {                                         
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                              \
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"                            \
         "}, "                                                                                                                       \
-        "%128, %129, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                  \
+        "%128, %129, p, 1, 1" FUSETUNE_WGMMA_TAIL_##OP##_##TB ";\n"                                                                 \
         "}\n"                                                                                                                       \
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                           \
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                     \
