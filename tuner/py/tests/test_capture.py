@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from fusetune_py import capture, half
+from fusetune_py import capture, decompose, graph_passes, half
 from conftest import SHARED_MODELS
 
 PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -278,7 +278,7 @@ def test_norm_decompositions_match_torch(make, shape, mean, spread, tol):
             p.uniform_(0.5, 1.5)
     x = torch.randn(shape) * spread + mean
     reference = copy.deepcopy(model)
-    exported = torch.export.export(copy.deepcopy(model), (x,)).run_decompositions(capture.decompositions()).module()
+    exported = torch.export.export(copy.deepcopy(model), (x,)).run_decompositions(decompose.decompositions()).module()
     torch.testing.assert_close(exported(x), reference(x), atol=tol, rtol=tol)
     for name, want in reference.state_dict().items():
         torch.testing.assert_close(exported.state_dict()[name], want, atol=1e-6, rtol=1e-5)
@@ -403,11 +403,11 @@ def test_long_cats_become_trees_a_kernel_can_read():
     ep = capture.export_graph(M(), (x,), "m.py")
     cats = [n for n in ep.graph.nodes if n.target is torch.ops.aten.cat.default]
     assert sorted(len(c.args[0]) for c in cats) == [2, 3, 8, 11, 11], [len(c.args[0]) for c in cats]
-    assert max(len(c.args[0]) for c in cats) <= capture.MAX_CAT_PARTS
+    assert max(len(c.args[0]) for c in cats) <= graph_passes.MAX_CAT_PARTS
     # A kernel's tensors: the parts and the output (kMaxSlots in templates/fusetune_args.h).
     args_h = os.path.join(os.path.dirname(__file__), "..", "..", "..", "templates", "fusetune_args.h")
     with open(args_h) as f:
-        assert f"constexpr int kMaxSlots = {capture.MAX_CAT_PARTS + 1};" in f.read()
+        assert f"constexpr int kMaxSlots = {graph_passes.MAX_CAT_PARTS + 1};" in f.read()
     for got, want in zip(ep.module()(x), M()(x)):
         torch.testing.assert_close(got, want, atol=0, rtol=0)
 
@@ -633,7 +633,7 @@ def test_float32_graph_is_left_as_it_is(cli, linear_model, tmp_path):
     g = load_graph(tmp_path)
     assert "aten._to_copy.default" not in [n["op"] for n in g["nodes"]]
     assert not any("model_dtype" in v for v in g["values"].values())
-    ep = torch.export.export(torch.nn.Linear(8, 4), (torch.randn(2, 8),)).run_decompositions(capture.decompositions())
+    ep = torch.export.export(torch.nn.Linear(8, 4), (torch.randn(2, 8),)).run_decompositions(decompose.decompositions())
     code = ep.graph_module.code
     half.compute_half_in_float32(ep.graph_module)
     assert ep.graph_module.code == code

@@ -1,0 +1,233 @@
+# Decompositions that capture runs on the exported graph: core ATen plus softmax, norms, var,
+# batch norm, losses, extremes with indices and gathers written out in ops that the planner
+# fuses back into row groups (capture.export_graph).
+import torch
+
+
+def _moments(t, dims):
+    """Mean and sum of squared deviations of t over dims (kept as size 1), and the count, in one
+    pass over t: the sums of d = t - k and of d * d, where k is each row's first element.
+    Shifting by a value of the data keeps sum(d * d) - sum(d)^2 / m from cancelling when the mean
+    is large against the spread (the centred form needs a second pass, E[x^2] - E[x]^2 cancels)."""
+    m = 1
+    for d in dims:
+        m *= t.shape[d]
+    k = t[tuple(slice(0, 1) if d in dims else slice(None) for d in range(t.dim()))]
+    d = t - k
+    s1, s2 = d.sum(dims, keepdim=True), (d * d).sum(dims, keepdim=True)
+    return k + s1 / m, (s2 - s1 * s1 / m).clamp_min(0.0), m
+
+
+def _layer_norm(x, normalized_shape, weight, bias, eps):
+    """native_layer_norm as one-pass moments and rsqrt: one row group (two passes)."""
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    mean, m2, m = _moments(x, dims)
+    rstd = torch.rsqrt(m2 / m + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def _group_norm(x, weight, bias, n, c, hw, group, eps):
+    """native_group_norm the same way over x viewed as (n, group, c / group, hw), the affine
+    parameters viewed to match, so that the whole norm stays one row group."""
+    grouped = x.view(n, group, c // group, hw)
+    mean, m2, m = _moments(grouped, [2, 3])
+    rstd = torch.rsqrt(m2 / m + eps)
+    out = (grouped - mean) * rstd
+    if weight is not None:
+        out = out * weight.view(1, group, c // group, 1)
+    if bias is not None:
+        out = out + bias.view(1, group, c // group, 1)
+    return out.view(x.shape), mean.view(n, group), rstd.view(n, group)
+
+
+def _channel_view(t, x):
+    """A per-channel vector viewed to broadcast over x's (N, C, ...) layout."""
+    return t.view([1, -1] + [1] * (x.dim() - 2))
+
+
+# Below this many channels, statistics over (N, spatial) are taken in two steps (see _channel_stats):
+# one row per channel would leave most of a GPU's SMs idle (132 on the H200, two rows each).
+SPLIT_STATS_BELOW_CHANNELS = 256
+
+
+def _channel_stats(x):
+    """Mean and biased variance of x (N, C, ...) per channel, kept as (1, C, 1, ...), in one pass
+    over x (see _moments). With few channels and spatial dimensions, in two steps so that the long
+    reduction has enough rows to fill the GPU: the moments per (n, c) row, then over N, exactly, by
+    the pairwise combination of Chan et al. (every row has m elements)."""
+    spatial = list(range(2, x.dim()))
+    if not (spatial and x.shape[0] > 1 and x.shape[1] < SPLIT_STATS_BELOW_CHANNELS):
+        mean, m2, m = _moments(x, [0] + spatial)
+        return mean, m2 / m
+    row_mean, row_m2, m = _moments(x, spatial)
+    mean = row_mean.mean(0, keepdim=True)
+    spread = row_mean - mean
+    return mean, (row_m2.sum(0, keepdim=True) + (spread * spread).sum(0, keepdim=True) * m) / (m * x.shape[0])
+
+
+def _batch_stats(x, weight, bias, eps):
+    """Normalisation of x by its statistics per channel (over N and the spatial dimensions).
+    Returns out, mean, biased var, rstd."""
+    mean, var = _channel_stats(x)
+    rstd = torch.rsqrt(var + eps)
+    out = (x - mean) * rstd
+    if weight is not None:
+        out = out * _channel_view(weight, x)
+    if bias is not None:
+        out = out + _channel_view(bias, x)
+    return out, mean.view(-1), var.view(-1), rstd.view(-1)
+
+
+def _batch_norm_no_stats(x, weight, bias, training, momentum, eps):
+    """Batch statistics without running ones (InstanceNorm is this over x viewed as (1, N*C, ...))."""
+    out, mean, _, rstd = _batch_stats(x, weight, bias, eps)
+    return out, mean, rstd
+
+
+def _batch_norm_functional(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm in training mode: batch statistics, and the running statistics updated as PyTorch
+    does (the variance's unbiased estimate), returned for the caller to store. Each update starts
+    from the batch statistic (old + (new - old) * momentum), so that it joins the statistics' row
+    group as a per-channel output instead of needing a kernel of its own."""
+    out, mean, var, rstd = _batch_stats(x, weight, bias, eps)
+    n = x.numel() // x.shape[1]
+    new_mean = running_mean + (mean - running_mean) * momentum
+    new_var = running_var + (var * (n / max(n - 1, 1)) - running_var) * momentum
+    return out, mean, rstd, new_mean, new_var
+
+
+def _batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
+    """BatchNorm in eval mode: the running statistics, elementwise. The variance is broadcast before
+    anything is computed from it, so that every op is over x's elements and the whole norm fuses
+    into the chain that makes x (e.g. a convolution's epilogue)."""
+    out = (x - _channel_view(running_mean, x)) * torch.rsqrt(_channel_view(running_var, x).expand(x.shape) + eps)
+    if weight is not None:
+        out = out * _channel_view(weight, x)
+    if bias is not None:
+        out = out + _channel_view(bias, x)
+    return out, x.new_empty(0), x.new_empty(0)
+
+
+def _var(x, dim=None, *, correction=None, keepdim=False):
+    """var (and so std) as mean, then the sum of squared deviations over n - correction."""
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    centred = x - x.mean(dims, keepdim=True)
+    return (centred * centred).sum(dims, keepdim=keepdim) / float(max(n - (1 if correction is None else correction), 0))
+
+
+def _nll_loss_forward(self, target, weight, reduction, ignore_index):
+    """nll_loss over classes (N, C) without class weights: the log-probability at each target
+    gathered, ignored targets counting 0, and the mean over the counted ones as a float sum (so
+    that no int64 count is reduced). Other forms keep torch's decomposition."""
+    if weight is not None or self.dim() != 2:
+        from torch._decomp.decompositions import nll_loss_forward
+        return nll_loss_forward(self, target, weight, reduction, ignore_index)
+    counted = target != ignore_index
+    picked = torch.gather(self, 1, torch.where(counted, target, 0).unsqueeze(1)).squeeze(1)
+    loss = torch.where(counted, -picked, 0.0)
+    total = counted.to(self.dtype).sum()
+    if reduction == 0:  # none
+        return loss, total
+    return (loss.sum() / total if reduction == 1 else loss.sum()), total
+
+
+def _safe_softmax(x, dim, dtype=None):
+    """scaled_dot_product_attention's softmax, whose rows that are wholly -inf (masked out) are 0,
+    not NaN: such a row is the one whose maximum is -inf, so the guard reads the softmax's own
+    statistic and stays in its row group (torch's decomposition tests every element again)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    top = torch.amax(x, dim, keepdim=True)
+    e = torch.exp(x - top)
+    return torch.where(top == float("-inf"), 0.0, e / e.sum(dim, keepdim=True))
+
+
+def _max_dim(x, dim, keepdim=False):
+    """torch.max(x, dim): amax and argmax over the same rows (one row group in the planner)."""
+    return torch.amax(x, dim, keepdim), torch.argmax(x, dim, keepdim)
+
+
+def _min_dim(x, dim, keepdim=False):
+    return torch.amin(x, dim, keepdim), torch.argmin(x, dim, keepdim)
+
+
+def _any(x, dim=None, keepdim=False):
+    """any over dimensions (all of them by default): the maximum of x != 0, as floats, is not 0."""
+    dims = list(range(x.dim())) if dim is None else dim
+    return torch.amax((x != 0).to(torch.float32), dims, keepdim) != 0
+
+
+def _all(x, dim=None, keepdim=False):
+    dims = list(range(x.dim())) if dim is None else dim
+    return torch.amin((x != 0).to(torch.float32), dims, keepdim) != 0
+
+
+def _gather_rows(x, d, idx, wrap):
+    """x indexed along dimension d by the int64 tensor idx (its dimensions in place of d): a gather
+    from x viewed with idx's dimensions inserted before d; `wrap` counts negative indices from the
+    end, as indexing does (index_select and embedding refuse them: the gather's range check)."""
+    m, shape = idx.dim(), list(x.shape)
+    out_shape = shape[:d] + list(idx.shape) + shape[d + 1:]
+    table = x.reshape(shape[:d] + [1] * (m - 1) + shape[d:]).expand(shape[:d] + list(idx.shape[:-1]) + shape[d:])
+    if wrap:
+        idx = torch.where(idx < 0, idx + shape[d], idx)
+    idx = idx.reshape([1] * d + list(idx.shape) + [1] * (len(shape) - d - 1)).expand(out_shape)
+    return torch.gather(table, d + m - 1, idx)
+
+
+def _index(x, indices):
+    """x[..., idx, ...] with one int64 tensor indexing one dimension (a relative position table
+    read by index). Other forms (several index tensors, bool masks) are left to torch.export."""
+    tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(tensors) != 1 or tensors[0][1].dtype != torch.int64 or tensors[0][1].dim() == 0:
+        return NotImplemented
+    return _gather_rows(x, tensors[0][0], tensors[0][1], wrap=True)
+
+
+def _index_select(x, dim, idx):
+    if idx.dtype != torch.int64 or x.dim() == 0:
+        return NotImplemented
+    return _gather_rows(x, dim % x.dim(), idx.reshape(-1), wrap=False)
+
+
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if indices.dtype != torch.int64 or indices.dim() == 0:
+        return NotImplemented
+    return _gather_rows(weight, 0, indices, wrap=False)
+
+
+def decompositions():
+    """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
+    out in reductions and elementwise ops, which the planner fuses back into one row group each;
+    max and min over a dimension as their value and index reductions, any and all as a float
+    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather."""
+    from torch._decomp import get_decompositions
+    table = torch.export.default_decompositions()
+    table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
+                                     torch.ops.aten.linalg_vector_norm]))
+    table[torch.ops.aten.var.correction] = _var
+    table[torch.ops.aten.native_layer_norm.default] = _layer_norm
+    table[torch.ops.aten.native_group_norm.default] = _group_norm
+    table[torch.ops.aten._native_batch_norm_legit.no_stats] = _batch_norm_no_stats
+    table[torch.ops.aten._native_batch_norm_legit_functional.default] = _batch_norm_functional
+    table[torch.ops.aten._native_batch_norm_legit_no_training.default] = _batch_norm_no_training
+    table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
+    table[torch.ops.aten._safe_softmax.default] = _safe_softmax
+    table[torch.ops.aten.max.dim] = _max_dim
+    table[torch.ops.aten.min.dim] = _min_dim
+    for op in (torch.ops.aten.any.dim, torch.ops.aten.any.dims, torch.ops.aten.any.default):
+        table[op] = _any
+    for op in (torch.ops.aten.all.dim, torch.ops.aten.all.default):
+        table[op] = _all
+    table[torch.ops.aten.index.Tensor] = _index
+    table[torch.ops.aten.index_select.default] = _index_select
+    table[torch.ops.aten.embedding.default] = _embedding
+    return table

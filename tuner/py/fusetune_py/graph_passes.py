@@ -1,0 +1,205 @@
+# Graph passes that capture runs on the exported, decomposed graph before writing it (see
+# capture.export_graph): gathers pushed through pointwise ops, scales folded into matrix
+# products, cats sharing prefixes and cats longer than a kernel reads split.
+import torch
+
+
+# The parts one cat kernel reads: fusetune's kernels take at most 12 tensors (kMaxSlots in
+# templates/fusetune_args.h), one of them the output.
+MAX_CAT_PARTS = 11
+
+
+def _cat_dim(node):
+    """The dimension a cat node concatenates along, counted from 0."""
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    return dim % node.meta["val"].dim()
+
+
+def split_long_cats(gm):
+    """A cat of more parts than one kernel reads becomes a tree of cats over consecutive runs of at
+    most MAX_CAT_PARTS parts (an RNN's outputs stacked over its time steps): the same values, each
+    level one more pass over the bytes."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+            continue
+        level = list(node.args[0])
+        if len(level) <= MAX_CAT_PARTS:
+            continue
+        dim = _cat_dim(node)
+        with graph.inserting_before(node):
+            while len(level) > MAX_CAT_PARTS:
+                runs = [level[i:i + MAX_CAT_PARTS] for i in range(0, len(level), MAX_CAT_PARTS)]
+                level = []
+                for run in runs:
+                    if len(run) == 1:
+                        level.append(run[0])
+                        continue
+                    part = graph.call_function(torch.ops.aten.cat.default, (run, dim))
+                    part.meta["val"] = torch.ops.aten.cat.default([r.meta["val"] for r in run], dim)
+                    part.meta["stack_trace"] = node.meta.get("stack_trace")
+                    level.append(part)
+        node.args = (level,) + tuple(node.args[1:])
+    graph.lint()
+    gm.recompile()
+
+
+def reuse_cat_prefixes(gm):
+    """A cat whose first parts are an earlier cat's, along the same dimension, reads that cat in
+    their place: cat([a, b, c], 1) after d = cat([a, b], 1) becomes cat([d, c], 1), the same
+    values and bytes. A dense block's growing concatenations become pairs (a kernel reads at most
+    a dozen tensors)."""
+    graph = gm.graph
+    cats = []  # (node, dim, its parts as the model wrote them)
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+            continue
+        parts = list(node.args[0])
+        dim = _cat_dim(node)
+        best = None
+        for earlier, earlier_dim, earlier_parts in cats:
+            n = len(earlier_parts)
+            if earlier_dim == dim and 1 < n < len(parts) and parts[:n] == earlier_parts and (best is None or n > len(best[2])):
+                best = (earlier, earlier_dim, earlier_parts)
+        if best is not None:
+            node.args = ([best[0]] + parts[len(best[2]):],) + tuple(node.args[1:])
+        cats.append((node, dim, parts))
+    graph.lint()
+    gm.recompile()
+
+
+def _pushable(gather):
+    """The operands of the pointwise op that `gather` reads, each marked whether it must be gathered
+    too (it has the op's shape) or broadcasts along the gathered dimension as it is; None when the
+    gather cannot move into its operands."""
+    src, dim, index = (list(gather.args) + [None])[:3]
+    if gather.kwargs.get("sparse_grad") or len(gather.args) > 3 or not isinstance(src, torch.fx.Node):
+        return None
+    if src.op != "call_function" or torch.Tag.pointwise not in getattr(src.target, "tags", ()) or any(
+            isinstance(v, torch.fx.Node) for v in src.kwargs.values()):
+        return None
+    shape, idx_shape = src.meta["val"].shape, index.meta["val"].shape
+    dim %= len(shape)
+    if shape[dim] == 1 or any(idx_shape[d] != shape[d] for d in range(len(shape)) if d != dim):
+        return None  # nothing to gather along dim, or a broadcast operand would not line up with the index
+    operands = []
+    for a in src.args:
+        if not isinstance(a, torch.fx.Node):
+            operands.append((a, False))
+            continue
+        val = a.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.dtype != src.meta["val"].dtype:
+            return None
+        if val.shape == shape:
+            operands.append((a, True))
+            continue
+        aligned = (1,) * (len(shape) - val.dim()) + tuple(val.shape)
+        if val.dim() > len(shape) or aligned[dim] != 1 or any(n not in (1, m) for n, m in zip(aligned, shape)):
+            return None  # broadcast along other dimensions and full along the gathered one
+        operands.append((a, False))
+    if not any(gathered for _, gathered in operands):
+        return None  # the result must take the index's shape (and its range check) from a gather
+    return dim, index, operands
+
+
+def push_gathers(gm):
+    """gather(f(a, b), dim, index) becomes f(gather(a, dim, index), b) for a pointwise f, an operand
+    b that is constant along dim (size 1 there), and an index shaped like f's result outside dim:
+    the gather then reads f's inputs at the index instead of f's whole result, which its group
+    would otherwise write out (cross-entropy's log-softmax: the logits' size written, one element
+    per row read back). Repeated while it applies; a gather the model returns stays (its name is
+    the output's)."""
+    graph = gm.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    changed = True
+    while changed:
+        changed = False
+        for gather in list(graph.nodes):
+            if gather.op != "call_function" or gather.target is not torch.ops.aten.gather.default or output in gather.users:
+                continue
+            found = _pushable(gather)
+            if found is None:
+                continue
+            dim, index, operands = found
+            src = gather.args[0]
+            with graph.inserting_before(gather):
+                args = []
+                for a, gathered in operands:
+                    if gathered:
+                        a = graph.call_function(torch.ops.aten.gather.default, (a, dim, index))
+                        a.meta["val"] = torch.ops.aten.gather.default(a.args[0].meta["val"], dim, index.meta["val"])
+                        a.meta["stack_trace"] = gather.meta.get("stack_trace")
+                    args.append(a)
+                moved = graph.call_function(src.target, tuple(args), dict(src.kwargs))
+                vals = [x.meta["val"] if isinstance(x, torch.fx.Node) else x for x in args]
+                moved.meta["val"] = src.target(*vals, **src.kwargs)
+                moved.meta["stack_trace"] = src.meta.get("stack_trace")
+            gather.replace_all_uses_with(moved)
+            graph.erase_node(gather)
+            if not src.users:
+                graph.erase_node(src)
+            changed = True
+    graph.eliminate_dead_code()
+    graph.lint()
+    gm.recompile()
+
+
+# Views between a scaled value and the GEMM that reads it.
+_VIEWS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.expand.default,
+          torch.ops.aten.permute.default, torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
+          torch.ops.aten.squeeze.dims, torch.ops.aten.alias.default}
+_SCALES = {torch.ops.aten.mul.Tensor: False, torch.ops.aten.mul.Scalar: False, torch.ops.aten.div.Tensor: True,
+           torch.ops.aten.div.Scalar: True}  # op -> whether it divides
+
+
+def _scale_of(node):
+    """(x, c) when node is x * c or x / c (c / x would not do) for a floating tensor x and a
+    number c (as the factor x is multiplied by), laid out as x is; else None."""
+    divides = _SCALES.get(node.target)
+    if node.op != "call_function" or divides is None or node.kwargs or len(node.args) != 2:
+        return None
+    x, c = node.args
+    if not divides and not isinstance(x, torch.fx.Node):
+        x, c = c, x
+    if not isinstance(x, torch.fx.Node) or isinstance(c, bool) or not isinstance(c, (int, float)) or c == 0:
+        return None
+    val, out = x.meta.get("val"), node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not isinstance(out, torch.Tensor) or val.dtype != out.dtype or \
+            not val.dtype.is_floating_point or val.shape != out.shape or val.stride() != out.stride():
+        return None
+    return x, 1.0 / c if divides else float(c)
+
+
+def fold_operand_scales(gm):
+    """mm(x * c, y) and bmm(x * c, y) for a number c (either operand, through views used by
+    nothing else) become mm(x, y) * c: the scaled operand is not written out, the GEMM reads x
+    as it is and its epilogue multiplies. SDPA's math scales q and k by sqrt(scale) each; their
+    product then reads q and k^T themselves (k^T K-major, as the TMA GEMM needs). The same
+    product in real arithmetic; in floating point c's rounding moves (a relative 1e-7)."""
+    graph = gm.graph
+    for gemm in list(graph.nodes):
+        if gemm.op != "call_function" or gemm.target not in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+            continue
+        if gemm.args[0] is gemm.args[1]:
+            continue  # one value read as both operands: its scale counts twice (left as it is)
+        factor = 1.0
+        for pos in (0, 1):
+            reader, node = gemm, gemm.args[pos]
+            while node.op == "call_function" and node.target in _VIEWS and len(node.users) == 1:
+                reader, node = node, node.args[0]
+            found = _scale_of(node) if len(node.users) == 1 else None
+            if found is None:
+                continue
+            x, c = found
+            reader.replace_input_with(node, x)
+            graph.erase_node(node)
+            factor *= c
+        if factor == 1.0:
+            continue
+        with graph.inserting_after(gemm):
+            scaled = graph.call_function(torch.ops.aten.mul.Tensor, (gemm, factor))
+        scaled.meta["val"] = torch.ops.aten.mul.Tensor(gemm.meta["val"], factor)
+        scaled.meta["stack_trace"] = gemm.meta.get("stack_trace")
+        gemm.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+    graph.lint()
+    gm.recompile()
