@@ -52,6 +52,9 @@ class Family {
 
   // Whether this family can run group g at all; `why` says why not.
   virtual bool supports(const Group& g, std::string& why) const { return true; }
+  // Whether it multiplies group g's half operands (slots 0 and 1) as they are, on 16-bit tensor
+  // cores: the planner then keeps them in half instead of converting them to float32 first.
+  virtual bool multiplies_half(const Group& g) const { return false; }
   // The architecture NVRTC compiles this family's kernels for when fusetune targets `target`
   // (sm_90a where a kernel uses sm_90's architecture-specific instructions), or empty when the
   // family cannot run on `target` at all.

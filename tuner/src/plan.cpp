@@ -556,12 +556,12 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
   }
 }
 
-// A matrix product reads half operands as they are where the TMA GEMM can (their tensor cores
-// take float16 and bfloat16; the fp32 template is the fallback the search also has), a float32
-// operand that the model holds in half and that was written just now stored in half for it
-// (an MLP's activation between two half Linears); else, and for any other anchor (a
-// convolution), the half operands' float32 conversions, written before its group. Other half
-// operands (a bias) are loaded by the epilogue, converting them.
+// An anchor reads half operands as they are where a family of its group multiplies them on
+// 16-bit tensor cores (Family::multiplies_half: the TMA GEMM; the fp32 template is the fallback
+// the search also has), a float32 operand that the model holds in half and that was written just
+// now stored in half for it (an MLP's activation between two half Linears); else (a product the
+// TMA GEMM cannot read, a convolution) the half operands' float32 conversions, written before
+// its group. Other half operands (a bias) are loaded by the epilogue, converting them.
 void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& family) {
   check_result(n, out);
   std::set<std::string> written;  // operands written to memory for this anchor
@@ -576,18 +576,19 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
   const Layout a = groups_[gi].a, b = groups_[gi].b;
   std::string da = memory_dtype(a.base), db = memory_dtype(b.base);
   if (!is_half(da) && !is_half(db)) return;
-  const bool gemm = family.group_family() == "gemm";
   std::string stored;  // the operand stored in half here, if any
   for (const auto& [x, dx, dy] : {std::tuple{a.base, da, db}, std::tuple{b.base, db, da}})
-    if (gemm && stored.empty() && !is_half(dx) && is_half(dy) && written.count(x) && half_storable(x, n, dy)) {
+    if (stored.empty() && !is_half(dx) && is_half(dy) && written.count(x) && half_storable(x, n, dy)) {
       store_half(x, dy);
       stored = x;
     }
   da = memory_dtype(a.base), db = memory_dtype(b.base);
-  std::string why;
   Group operands = groups_[gi].group;
   operands.slots = {Slot{a, Access::Operand, da}, Slot{b, Access::Operand, db}};
-  if (gemm && family_by_name("gemm_tma").supports(operands, why)) {
+  const auto& families = all_families();
+  if (std::any_of(families.begin(), families.end(), [&](const Family* f) {
+        return f->group_family() == family.group_family() && f->multiplies_half(operands);
+      })) {
     groups_[gi].typed_values[a.base] = da;
     groups_[gi].typed_values[b.base] = db;
     return;

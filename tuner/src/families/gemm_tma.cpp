@@ -60,6 +60,10 @@ class GemmTma : public Family {
     }
     return true;
   }
+  bool multiplies_half(const Group& g) const override {
+    std::string why;
+    return gemm_operand_type(g) != kGemmTmaFloat32 && supports(g, why);
+  }
   bool allowed(const Group& g, const Config&, const std::string& policy) const override {
     return policy == "tf32" || gemm_operand_type(g) != kGemmTmaFloat32;
   }
