@@ -52,7 +52,7 @@ struct Config {
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
   static constexpr int kBBlockBytes = 64 * 128;
-  static constexpr int kBSliceRows = (B_MN ? kKTile : BN) / CLUSTER;  // the rows of B each block of a cluster loads
+  static constexpr int kBSliceRows = gemm_tma_b_box_rows(BN, CLUSTER, OPERAND, B_MN);  // what each block loads
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kStagingOffset = STAGES * kStageBytes;
   static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;

@@ -10,6 +10,12 @@ namespace fusetune {
 // float16 and bfloat16 as they are. A k-tile is one 128-byte row of a box: 32 floats or 64 halves.
 constexpr int kGemmTmaFloat32 = 0, kGemmTmaFloat16 = 1, kGemmTmaBfloat16 = 2;
 FUSETUNE_HOST_DEVICE constexpr int gemm_tma_k_tile(int operand) { return operand == kGemmTmaFloat32 ? 32 : 64; }
+// The rows of B's tensor-map box, which each block of a cluster of `cluster` loads per k-tile:
+// BN / cluster rows along n (K-major B), or k-tile / cluster rows along k of each 64-column block
+// (MN-major B, half operands).
+FUSETUNE_HOST_DEVICE constexpr int gemm_tma_b_box_rows(int bn, int cluster, int operand, bool b_mn) {
+  return (b_mn ? gemm_tma_k_tile(operand) : bn) / cluster;
+}
 
 // The split tail (stream-K's simplest form): a persistent grid of `clusters` runs `tiles` cluster
 // tiles in rounds; when the last round would leave at least half of the clusters idle, each of

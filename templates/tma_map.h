@@ -111,8 +111,8 @@ void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream)
   // Each block of a cluster loads BN / CLUSTER rows of B (MN-major: k-tile / CLUSTER rows of each
   // 64-column block) and multicasts them.
   if (encode_gemm_operand(encode, &ta, args, 0, BM, OPERAND) != CUDA_SUCCESS ||
-      encode_gemm_operand(encode, &tb, args, 1, (B_MN ? gemm_tma_k_tile(OPERAND) : BN) / CLUSTER, OPERAND, B_MN != 0) !=
-          CUDA_SUCCESS)
+      encode_gemm_operand(encode, &tb, args, 1, gemm_tma_b_box_rows(BN, CLUSTER, OPERAND, B_MN != 0), OPERAND,
+                          B_MN != 0) != CUDA_SUCCESS)
     fail("cannot describe the operands as tensor maps (their addresses must be 16-byte aligned)");
   const GemmTmaGrid grid =
       gemm_tma_grid(BM, BN, CLUSTER, args.m, args.n, args.k, args.batch, resident, gemm_tma_k_tile(OPERAND));

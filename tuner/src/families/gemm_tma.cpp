@@ -87,8 +87,9 @@ class GemmTma : public Family {
   // 64-column block) and multicasts them; the grid and the split tail's workspace are
   // gemm_tma_grid's (the worker's and the extension's alike).
   json launch_extras(const Group& g, const Config& c) const override {
-    const int64_t b_rows = gemm_tma_b_mn(g) ? gemm_tma_k_tile(gemm_operand_type(g)) : c.at("BN");
-    json extras = {{"tensor_maps", {c.at("BM"), b_rows / c.at("CLUSTER")}},
+    const bool b_mn = gemm_tma_b_mn(g);
+    const int b_rows = gemm_tma_b_box_rows((int)c.at("BN"), (int)c.at("CLUSTER"), gemm_operand_type(g), b_mn);
+    json extras = {{"tensor_maps", {c.at("BM"), b_rows}},
                    {"persistent", true},
                    {"cluster", c.at("CLUSTER")},
                    {"split_tail", {{"bm", c.at("BM")}, {"bn", c.at("BN")}}}};
@@ -96,7 +97,7 @@ class GemmTma : public Family {
       extras["tensor_map_type"] = t;
       extras["split_tail"]["k_tile"] = gemm_tma_k_tile(t);
     }
-    if (gemm_tma_b_mn(g)) extras["tensor_map_b_mn"] = true;
+    if (b_mn) extras["tensor_map_b_mn"] = true;
     return extras;
   }
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
