@@ -576,24 +576,28 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
   const Layout a = groups_[gi].a, b = groups_[gi].b;
   std::string da = memory_dtype(a.base), db = memory_dtype(b.base);
   if (!is_half(da) && !is_half(db)) return;
-  std::string stored;  // the operand stored in half here, if any
-  for (const auto& [x, dx, dy] : {std::tuple{a.base, da, db}, std::tuple{b.base, db, da}})
-    if (stored.empty() && !is_half(dx) && is_half(dy) && written.count(x) && half_storable(x, n, dy)) {
-      store_half(x, dy);
-      stored = x;
-    }
-  da = memory_dtype(a.base), db = memory_dtype(b.base);
-  Group operands = groups_[gi].group;
-  operands.slots = {Slot{a, Access::Operand, da}, Slot{b, Access::Operand, db}};
-  const auto& families = all_families();
-  if (std::any_of(families.begin(), families.end(), [&](const Family* f) {
-        return f->group_family() == family.group_family() && f->multiplies_half(operands);
-      })) {
+  const auto families = all_families();
+  auto multiplied_half = [&](const std::string& dtype_a, const std::string& dtype_b) {
+    Group operands = groups_[gi].group;
+    operands.slots = {Slot{a, Access::Operand, dtype_a}, Slot{b, Access::Operand, dtype_b}};
+    return std::any_of(families.begin(), families.end(), [&](const Family* f) {
+      return f->group_family() == family.group_family() && f->multiplies_half(operands);
+    });
+  };
+  // A float32 operand written just now is stored in the other's half dtype only where the
+  // product then reads both as they are.
+  if (!is_half(da) && written.count(a.base) && multiplied_half(db, db) && half_storable(a.base, n, db)) {
+    store_half(a.base, db);
+    da = db;
+  } else if (!is_half(db) && written.count(b.base) && multiplied_half(da, da) && half_storable(b.base, n, da)) {
+    store_half(b.base, da);
+    db = da;
+  }
+  if (multiplied_half(da, db)) {
     groups_[gi].typed_values[a.base] = da;
     groups_[gi].typed_values[b.base] = db;
     return;
   }
-  if (!stored.empty()) store_half(stored, "float32");  // back to float32: the product converts
   groups_.pop_back();
   fused_.erase(n.name);
   for (const auto& [pos, v] : tensor_operands(n))
