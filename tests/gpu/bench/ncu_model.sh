@@ -6,7 +6,10 @@
 #   bash tests/gpu/bench/ncu_model.sh OUT_DIR|MODEL.py [...]
 # NCU_DETAILS (default "--print-details all": each section's breakdown tables too; empty for the
 # summary alone). NCU_TF32=1: torch.compile (and eager) with TF32 matmuls, as compile_tf32 in
-# profile, instead of PyTorch's defaults.
+# profile, instead of PyTorch's defaults. NCU_KERNEL: a regex; only the kernels it matches.
+# NCU_REPORT: a report path (without .ncu-rep) to write instead of printing, with the source
+# counters (stall samples per instruction) too; then print its SASS page with
+#   ncu -i REPORT.ncu-rep --page source --csv --print-source sass
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 for out in "$@"; do
@@ -14,6 +17,7 @@ for out in "$@"; do
   ncu --clock-control none --profile-from-start off --target-processes all \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
       --section WarpStateStats --section SchedulerStats ${NCU_DETAILS---print-details all} \
+      ${NCU_KERNEL:+-k "regex:$NCU_KERNEL"} ${NCU_REPORT:+-o "$NCU_REPORT" --section SourceCounters} \
       python3 - "$out" "$HERE/../../../tuner/py" <<'PY' 2>&1 | grep -v "^==PROF=="
 import os, sys
 import torch
