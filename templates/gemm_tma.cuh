@@ -22,6 +22,7 @@
 #include "fusetune_args.h"
 #include "gemm_tma_layout.h"
 #include "gemm_tma_split.h"
+#include "half.cuh"
 #include "sm90.cuh"
 
 namespace fusetune {
@@ -279,28 +280,65 @@ __device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, l
   }
 }
 
+// The half outputs of Op (plan_finalize.cpp): kHalfOut of them after the kOut float ones, bit h
+// of kHalfOutBf16 set where output h is bfloat16; none where Op does not declare them.
+template <class Op, class = void>
+struct HalfOutputs {
+  static constexpr int kCount = 0;
+  static constexpr unsigned kBf16 = 0;
+};
+template <class Op>
+struct HalfOutputs<Op, decltype(void(Op::kHalfOut))> {
+  static constexpr int kCount = Op::kHalfOut;
+  static constexpr unsigned kBf16 = Op::kHalfOutBf16;
+};
+
+// Every half output 8-byte aligned, so that 4 of its elements at an index divisible by 4 are one
+// store.
+template <class Op>
+__device__ __forceinline__ bool half_outputs_aligned(const KernelArgs& a) {
+  unsigned long long bits = 0;
+#pragma unroll
+  for (int h = 0; h < HalfOutputs<Op>::kCount; ++h) bits |= (unsigned long long)a.ptr[Op::kOutSlot + Op::kOut + h];
+  return bits % 8 == 0;
+}
+
 // The epilogue of those 4 outputs: x[0] the product, the full inputs at the same index,
-// Op::apply, the outputs stored; float4 stores where load_full4 loads float4, else element by
-// element.
+// Op::apply, the outputs stored; float4 stores where load_full4 loads float4 (and 4 halves as
+// one 8-byte store), else element by element. Storing after the 4 applies, not inside each,
+// leaves the compiler free to issue the 4 elements' loads of broadcast inputs (a bias) together.
 template <class Op>
 __device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4], const Full4<Op>& in, long long idx,
                                         long long col, bool vec_ok) {
+  constexpr int kHalf = HalfOutputs<Op>::kCount, kAll = Op::kOut + kHalf > 0 ? Op::kOut + kHalf : 1;
   if (vec_ok && col + 4 <= a.n) {
-    float out[out_count<Op>()][4];
+    float out[kAll][4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       float x[Op::kIn];
-      float y[out_count<Op>()];
+      float y[kAll];
       x[0] = v[j];
 #pragma unroll
       for (int s = 0; s < Op::kFull; ++s) x[1 + s] = in.v[s][j];
-      Op::template apply<0>(a, idx + j, x, y);  // the epilogue keeps accurate libm arithmetic
+      // The epilogue keeps accurate libm arithmetic (MATH 0).
+      if constexpr (kHalf > 0)
+        Op::template apply<0, false, true>(a, idx + j, x, y);
+      else
+        Op::template apply<0>(a, idx + j, x, y);
 #pragma unroll
-      for (int o = 0; o < Op::kOut; ++o) out[o][j] = y[o];
+      for (int o = 0; o < Op::kOut + kHalf; ++o) out[o][j] = y[o];
     }
 #pragma unroll
     for (int o = 0; o < Op::kOut; ++o)
       *reinterpret_cast<float4*>(a.ptr[Op::kOutSlot + o] + idx) = make_float4(out[o][0], out[o][1], out[o][2], out[o][3]);
+#pragma unroll
+    for (int h = 0; h < kHalf; ++h) {
+      const float(&o4)[4] = out[Op::kOut + h];
+      const bool bf16 = HalfOutputs<Op>::kBf16 >> h & 1u;
+      *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(a.ptr[Op::kOutSlot + Op::kOut + h]) + idx) =
+          bf16 ? make_uint2(pack_bf16x2(o4[0], o4[1]), pack_bf16x2(o4[2], o4[3]))
+               : make_uint2(pack_f16x2(o4[0], o4[1]), pack_f16x2(o4[2], o4[3]));
+    }
     return;
   }
 #pragma unroll
@@ -571,8 +609,10 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
     return;
   }
   sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
-  // float4 epilogue: rows of whole float4s, every full input and output 16-byte aligned.
-  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, split_ws, a.n % 4 == 0 && vector_aligned<Op, 4>(a));
+  // float4 epilogue: rows of whole float4s, every full input and float output 16-byte aligned,
+  // every half output 8-byte aligned.
+  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, split_ws,
+                   a.n % 4 == 0 && vector_aligned<Op, 4>(a) && half_outputs_aligned<Op>(a));
 #else
   __trap();  // needs sm_90a (wgmma, setmaxnreg)
 #endif

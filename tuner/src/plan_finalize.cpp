@@ -39,14 +39,14 @@ std::string typed_load(const std::string& slot, const std::string& dtype, const 
   return slot + at;
 }
 
-// The store of variable var into element idx of slot s, an output of a dtype the templates do
-// not store (those store float32 outputs).
+// The statement storing variable var into element idx of slot s, an output of a dtype the
+// templates do not store (those store float32 outputs).
 std::string typed_store(int s, const std::string& dtype, const std::string& var) {
   const std::string slot = "a.ptr[" + std::to_string(s) + "]";
-  if (dtype == "int64") return "    reinterpret_cast<long long*>(" + slot + ")[idx] = " + var + ";\n";
+  if (dtype == "int64") return "reinterpret_cast<long long*>(" + slot + ")[idx] = " + var + ";";
   FT_CHECK(is_half(dtype), "no store for a " + dtype + " output");
-  return "    reinterpret_cast<unsigned short*>(" + slot + ")[idx] = fusetune::float_to_" +
-         (dtype == "float16" ? "f16" : "bf16") + "(" + var + ");\n";
+  return "reinterpret_cast<unsigned short*>(" + slot + ")[idx] = fusetune::float_to_" +
+         (dtype == "float16" ? "f16" : "bf16") + "(" + var + ");";
 }
 
 }  // namespace
@@ -82,8 +82,11 @@ Group finalize_group(Building& b) {
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
       if (!full(s, l)) slot_of(l, Access::Strided);
-  // float32 outputs first: the templates store those (kOut of them); Op::apply stores the others.
-  std::stable_partition(gr.outputs.begin(), gr.outputs.end(), [](const GroupOutput& o) { return o.dtype == "float32"; });
+  // float32 outputs first: the templates store those (kOut of them); Op::apply stores the others,
+  // the half ones (kHalfOut) before the int64 ones.
+  const auto halves = std::stable_partition(gr.outputs.begin(), gr.outputs.end(),
+                                            [](const GroupOutput& o) { return o.dtype == "float32"; });
+  std::stable_partition(halves, gr.outputs.end(), [](const GroupOutput& o) { return is_half(o.dtype); });
   gr.out_slot = (int)gr.slots.size();
   for (const GroupOutput& o : gr.outputs)
     gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output, o.dtype});
@@ -165,12 +168,19 @@ Group finalize_group(Building& b) {
     }
     body += std::string("    const ") + (s.int64 ? "long long " : "float ") + s.var + " = " + expr + ";\n";
   }
-  int float_outputs = 0;
+  int float_outputs = 0, half_outputs = 0;
+  unsigned half_bf16 = 0;  // bit h: half output h is bfloat16 (else float16)
   for (size_t o = 0; o < gr.outputs.size(); ++o) {
-    if (gr.outputs[o].dtype == "float32")
-      body += "    y[" + std::to_string(float_outputs++) + "] = " + gr.outputs[o].var + ";\n";
-    else  // contiguous over the index space, like every output
-      body += typed_store(gr.out_slot + (int)o, gr.outputs[o].dtype, gr.outputs[o].var);
+    const GroupOutput& out = gr.outputs[o];
+    if (out.dtype == "float32") {
+      body += "    y[" + std::to_string(float_outputs++) + "] = " + out.var + ";\n";
+    } else if (is_half(out.dtype)) {  // into y where the caller stores them (kHalfInY), else here
+      if (out.dtype == "bfloat16") half_bf16 |= 1u << half_outputs;
+      body += "    if constexpr (kHalfInY) y[kOut + " + std::to_string(half_outputs++) + "] = " + out.var + ";\n" +
+              "    else " + typed_store(gr.out_slot + (int)o, out.dtype, out.var) + "\n";
+    } else {  // contiguous over the index space, like every output
+      body += "    " + typed_store(gr.out_slot + (int)o, out.dtype, out.var) + "\n";
+    }
   }
   const int n_in = std::max(1, anchor_inputs + gr.n_full);
   const bool pools = std::any_of(b.steps.begin(), b.steps.end(), [](const Step& s) { return s.pool.has_value(); });
@@ -179,13 +189,20 @@ Group finalize_group(Building& b) {
   for (const Step& s : b.steps)
     half = half || (s.node && s.node->op == "aten._to_copy.default" && s.node->kwargs.contains("dtype") &&
                     is_half(s.node->kwargs.at("dtype").value("dtype", "")));
+  // Half outputs follow the float ones (slots kOutSlot + kOut + h). A template that stores them
+  // itself, 4 at a time (gemm_tma.cuh), has apply leave them in y[kOut + h] (kHalfInY).
+  const std::string half_members =
+      half_outputs ? "  static constexpr int kHalfOut = " + std::to_string(half_outputs) + ";\n" +
+                         "  static constexpr unsigned kHalfOutBf16 = " + std::to_string(half_bf16) +
+                         "u;  // bit h: half output h is bfloat16, else float16\n"
+                   : "";
   gr.op_struct = std::string(pools ? "#include \"pool.cuh\"\n\n" : "") + (half ? "#include \"half.cuh\"\n\n" : "") + "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
                  "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
                  "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +
                  "  static constexpr int kOutSlot = " + std::to_string(gr.out_slot) + ";\n" +
                  "  static constexpr int kOut = " + std::to_string(float_outputs) + ";\n" +
-                 "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" +
-                 "  template <int MATH, bool kBiasInProduct = false>\n" +
+                 "  static constexpr int kIn = " + std::to_string(n_in) + ";\n" + half_members +
+                 "  template <int MATH, bool kBiasInProduct = false" + (half_outputs ? ", bool kHalfInY = false" : "") + ">\n" +
                  "  __device__ __forceinline__ static void apply(const fusetune::KernelArgs& a, long long idx,\n" +
                  "                                               const float* x, float* y) {\n" +
                  "    (void)a; (void)idx; (void)x;\n" + body + "  }\n};\n}  // namespace fusetune_gen\n";

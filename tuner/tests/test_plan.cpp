@@ -190,6 +190,33 @@ TEST(Plan, Int64ValuesAreComputedInIntegers) {
   EXPECT_EQ(Group::from_json(mixed.to_json()).slots.back().dtype, "int64");
 }
 
+// A group's outputs are ordered float32, then half, then int64: the templates store the float
+// ones (kOut), and gemm_tma the half ones too (kHalfOut, at kOutSlot + kOut + h).
+TEST(Plan, HalfOutputsFollowTheFloatOnesAndPrecedeInt64Ones) {
+  G b;
+  b.value("i", {5}, "input", "int64").value("x", {5}, "input");
+  b.node("f", "aten.mul.Tensor", {G::ref("x"), G::ref("i")}, {5});
+  b.node("twice", "aten.mul.Tensor", {G::ref("i"), 2}, {5});
+  b.values_dtype("twice", "int64");
+  b.node("h", "aten._to_copy.default", {G::ref("f")}, {5}, json{{"dtype", {{"dtype", "bfloat16"}}}});
+  b.values_dtype("h", "bfloat16");
+  const Plan p = plan_graph(b.build({"f", "twice", "h"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& g = p.groups[0];
+  ASSERT_EQ(g.outputs.size(), 3u);
+  EXPECT_EQ(g.outputs[0].value, "f");
+  EXPECT_EQ(g.outputs[1].value, "h");
+  EXPECT_EQ(g.outputs[2].value, "twice");
+  const std::string h_slot = std::to_string(g.out_slot + 1), twice_slot = std::to_string(g.out_slot + 2);
+  EXPECT_NE(g.op_struct.find("kOut = 1;"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("kHalfOut = 1;"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("kHalfOutBf16 = 1u;"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("reinterpret_cast<unsigned short*>(a.ptr[" + h_slot + "])[idx]"), std::string::npos)
+      << g.op_struct;
+  EXPECT_NE(g.op_struct.find("reinterpret_cast<long long*>(a.ptr[" + twice_slot + "])[idx]"), std::string::npos)
+      << g.op_struct;
+}
+
 // x.float() of an int64 tensor: a conversion computed in the group that reads it, not a view that
 // would read the int64 memory as floats.
 TEST(Plan, Int64ToFloatCopyIsAConversion) {
@@ -230,6 +257,11 @@ TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
   EXPECT_NE(op.find("const float v1 = fusetune::round_f16((float)v0);"), std::string::npos) << op;
   EXPECT_NE(op.find("reinterpret_cast<unsigned short*>(a.ptr[1])[idx] = fusetune::float_to_f16(v1);"), std::string::npos) << op;
   EXPECT_NE(op.find("kOut = 0;"), std::string::npos) << op;
+  // A template that stores half outputs itself (gemm_tma, 4 at a time) gets them in y instead.
+  EXPECT_NE(op.find("kHalfOut = 1;"), std::string::npos) << op;
+  EXPECT_NE(op.find("kHalfOutBf16 = 0u;"), std::string::npos) << op;
+  EXPECT_NE(op.find("bool kBiasInProduct = false, bool kHalfInY = false>"), std::string::npos) << op;
+  EXPECT_NE(op.find("if constexpr (kHalfInY) y[kOut + 0] = v1;\n    else reinterpret_cast"), std::string::npos) << op;
   EXPECT_EQ(g.bytes_moved({{"x", 35}}), 35 * 2 + 35 * 2);
 }
 
@@ -381,6 +413,7 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnceWhereTheyMustBe) {
   ASSERT_EQ(second.outputs.size(), 1u);
   EXPECT_EQ(second.outputs[0].dtype, "bfloat16");
   EXPECT_NE(second.op_struct.find("= fusetune::float_to_bf16(v"), std::string::npos) << second.op_struct;
+  EXPECT_NE(second.op_struct.find("kHalfOutBf16 = 1u;"), std::string::npos) << second.op_struct;
 }
 
 // A row group loads and stores float32 values: a reduction's result rounded to float16, and its
