@@ -23,6 +23,7 @@
 #include "elementwise.cuh"
 #include "fused_math.cuh"
 #include "fusetune_args.h"
+#include "half.cuh"
 #include "reduce_limits.h"
 
 namespace fusetune {
@@ -164,14 +165,52 @@ __device__ __forceinline__ void block_exclusive_scan(float (&v)[kScanSlots<Op>],
   }
 }
 
+// Slot s's elements: float32 (Op::slot_kind 0), or float16 (1) / bfloat16 (2) outputs, stored
+// rounding (inputs are float32: the planner converts half tensors before a row group reads them).
+// Ops without half slots (Op::kHalfSlots false) take the float32 code alone.
+template <class Op> __device__ __forceinline__ unsigned long long slot_bytes(int s) {
+  if constexpr (Op::kHalfSlots)
+    return Op::slot_kind(s) == 0 ? sizeof(float) : sizeof(unsigned short);
+  else
+    return sizeof(float);
+}
+
+// Element `off` of slot s from its row pointer p (a float* that points at a half element where
+// the slot holds halves).
+template <class Op> __device__ __forceinline__ float* slot_at(float* p, int s, long long off) {
+  if constexpr (Op::kHalfSlots)
+    if (Op::slot_kind(s) != 0) return reinterpret_cast<float*>(reinterpret_cast<unsigned short*>(p) + off);
+  return p + off;
+}
+
+// Stores V values as one vector of V halves at element `off` of a half slot's row p (the row's
+// float32 slots: false, nothing stored).
+template <class Op, int V>
+__device__ __forceinline__ bool store_half(float* p, int s, long long off, const float (&v)[V]) {
+  static_assert(V == 1 || V == 2 || V == 4, "vectors of 1, 2 or 4 elements");
+  const int kind = Op::slot_kind(s);
+  if (kind == 0) return false;
+  unsigned short* q = reinterpret_cast<unsigned short*>(p) + off;
+  unsigned h[V > 1 ? V / 2 : 1];
+#pragma unroll
+  for (int j = 0; j + 1 < V; j += 2) h[j / 2] = kind == 1 ? pack_f16x2(v[j], v[j + 1]) : pack_bf16x2(v[j], v[j + 1]);
+  if constexpr (V == 1)
+    *q = kind == 1 ? float_to_f16(v[0]) : float_to_bf16(v[0]);
+  else if constexpr (V == 2)
+    *reinterpret_cast<unsigned*>(q) = h[0];
+  else
+    *reinterpret_cast<uint2*>(q) = make_uint2(h[0], h[1]);
+  return true;
+}
+
 template <class Op> struct Row {
-  float* p[Op::kSlots];  // each slot's row
+  float* p[Op::kSlots];  // each slot's row (slot_at: typed)
   float red[Op::kReduced];
 
   Row() = default;
   __device__ __forceinline__ Row(const KernelArgs& a, long long o) {
 #pragma unroll
-    for (int s = 0; s < Op::kSlots; ++s) p[s] = a.ptr[s] + Op::row_offset(s, o);
+    for (int s = 0; s < Op::kSlots; ++s) p[s] = slot_at<Op>(a.ptr[s], s, Op::row_offset(s, o));
   }
 
   // How elements [begin, ...) of this row move V at a time: -1 when they cannot, else the number
@@ -186,8 +225,8 @@ template <class Op> struct Row {
 #pragma unroll
     for (int s = 0; s < Op::kSlots; ++s) {
       if (Op::inner_stride(s) != 1) continue;
-      const long long ph = ((unsigned long long)p[s] / sizeof(float) + begin) % V;
-      ok &= (unsigned long long)p[s] % sizeof(float) == 0 && (phase < 0 || ph == phase);
+      const long long ph = ((unsigned long long)p[s] / slot_bytes<Op>(s) + begin) % V;
+      ok &= (unsigned long long)p[s] % slot_bytes<Op>(s) == 0 && (phase < 0 || ph == phase);
       phase = ph;
     }
     if (!ok || (!Op::kOneRun && phase > 0)) return -1;
@@ -248,6 +287,9 @@ template <class Op> struct Row {
     }
 #pragma unroll
     for (int o = 0; o < Op::kFullOut; ++o) {
+      if constexpr (Op::kHalfSlots)
+        if (store_half<Op, V>(p[Op::full_out_slot(o)], Op::full_out_slot(o), Op::elem_offset(Op::full_out_slot(o), e), y[o]))
+          continue;
       float* q = p[Op::full_out_slot(o)] + Op::elem_offset(Op::full_out_slot(o), e);
       if (V == 1) *q = y[o][0];
       else store_vec<V>(q, y[o]);
@@ -521,13 +563,13 @@ template <class Op, int R> struct Rows {
     for (int j = 0; j < R; ++j) row[j] = Row<Op>(a, o + j);
 #pragma unroll
     for (int s = 0; s < Op::kIn; ++s)
-      if (Op::row_stride(s) == 1) vec &= aligned(row[0].p[s]);
+      if (Op::row_stride(s) == 1) vec &= aligned(row[0].p[s], s);
 #pragma unroll
-    for (int o = 0; o < Op::kFullOut; ++o) vec &= aligned(row[0].p[Op::full_out_slot(o)]);
+    for (int o = 0; o < Op::kFullOut; ++o) vec &= aligned(row[0].p[Op::full_out_slot(o)], Op::full_out_slot(o));
   }
 
-  static __device__ __forceinline__ bool aligned(const float* p) {
-    return (unsigned long long)p % (R * sizeof(float)) == 0;
+  static __device__ __forceinline__ bool aligned(const float* p, int s) {
+    return (unsigned long long)p % (R * slot_bytes<Op>(s)) == 0;
   }
 
   // x[j][s] = element e of row j in input slot s.
@@ -569,10 +611,18 @@ template <class Op, int R> struct Rows {
       const int s = Op::full_out_slot(o);
       const long long off = Op::elem_offset(s, e);
       if (vec) {
+        if constexpr (Op::kHalfSlots)
+          if (store_half<Op, R>(row[0].p[s], s, off, y[o])) continue;
         store_vec<R>(row[0].p[s] + off, y[o]);
       } else {
 #pragma unroll
-        for (int j = 0; j < R; ++j) row[j].p[s][off] = y[o][j];
+        for (int j = 0; j < R; ++j) {
+          if constexpr (Op::kHalfSlots) {
+            const float one[1] = {y[o][j]};
+            if (store_half<Op, 1>(row[j].p[s], s, off, one)) continue;
+          }
+          row[j].p[s][off] = y[o][j];
+        }
       }
     }
   }

@@ -510,8 +510,9 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   const bool int64 = out.dtype == "int64";
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
-    // Row groups load and store float32 values per element (and store int64 indices per row).
-    if (!int64 && !is_half(out.dtype) && !reads_index && !reads_half && target > latest_producer &&
+    // Row groups load float32 values, and store float32 or half ones (a rounding of the model's)
+    // per element or per row (and int64 indices per row).
+    if (!int64 && !reads_index && !reads_half && target > latest_producer &&
         join_row(target, n, out, operands))
       return;
     target = -1;  // a new group, reading the row group's values from memory

@@ -279,9 +279,15 @@ class RowCodegen {
     for (int o : reduced_outs_) {
       const std::string slot = std::to_string(gr_.out_slot + o);
       // An arg statistic's index: its slot's strides count int64 elements.
-      body += gr_.outputs[o].dtype == "int64"
-                  ? "    reinterpret_cast<long long*>(a.ptr[" + slot + "])[row_offset(" + slot + ", o)] = (long long)" + gr_.outputs[o].var + ";\n"
-                  : "    p[" + slot + "][0] = " + gr_.outputs[o].var + ";\n";
+      const std::string& dtype = gr_.outputs[o].dtype;
+      const std::string& var = gr_.outputs[o].var;
+      if (dtype == "int64")
+        body += "    reinterpret_cast<long long*>(a.ptr[" + slot + "])[row_offset(" + slot + ", o)] = (long long)" + var + ";\n";
+      else if (is_half(dtype))  // p points at the row's half element (reduce.cuh slot_at)
+        body += "    *reinterpret_cast<unsigned short*>(p[" + slot + "]) = fusetune::float_to_" +
+                (dtype == "float16" ? "f16" : "bf16") + "(" + var + ");\n";
+      else
+        body += "    p[" + slot + "][0] = " + var + ";\n";
     }
     return "  __device__ __forceinline__ static void store_reduced(const fusetune::KernelArgs& a, long long o, float* const* p,\n"
            "                                                      const float* red) {\n"
@@ -351,6 +357,8 @@ class RowCodegen {
       partners.push_back(s.partner);
     }
     for (int o : full_outs_) full_slots.push_back(gr_.out_slot + o);
+    std::vector<int> slot_kinds;  // reduce.cuh's Op::slot_kind: 0 float32 (int64 too: not through p), 1 float16, 2 bfloat16
+    for (const Slot& slot : gr_.slots) slot_kinds.push_back(slot.dtype == "float16" ? 1 : slot.dtype == "bfloat16" ? 2 : 0);
     const std::string values = values_fn(), after = after_fn(), out = scan_values_fn() + out_fn(), store = store_reduced_fn();
     auto c = [](const char* name, int64_t v) { return "  static constexpr int " + std::string(name) + " = " + std::to_string(v) + ";\n"; };
     return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" +
@@ -358,7 +366,10 @@ class RowCodegen {
            c("kPasses", row_.passes) + c("kReduced", std::max(1, row_.n_reduced)) +
            c("kFullOut", (int64_t)full_outs_.size()) + c("kScans", (int64_t)row_.scans.size()) +
            table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) + table_fn("scan_kind", scans) +
-           table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) + offsets_fn(kept) + values + after + out + store +
+           table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) +
+           "  static constexpr bool kHalfSlots = " +
+           (std::count_if(slot_kinds.begin(), slot_kinds.end(), [](int k) { return k != 0; }) ? "true" : "false") + ";\n" +
+           table_fn("slot_kind", slot_kinds) + offsets_fn(kept) + values + after + out + store +
            "};\n}  // namespace fusetune_gen\n";
   }
 

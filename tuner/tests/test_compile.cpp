@@ -261,6 +261,44 @@ TEST(Compile, EveryReduceInstanceWithArgs) {
   for (const Group& gr : p.groups) compile_space(gr, c);
 }
 
+TEST(Compile, EveryReduceInstanceWithHalfOutputs) {
+  // Results rounded to half and stored as such by the row kernels: a softmax in bfloat16 per
+  // element with its row sum in float16 per row (vectors along a row); a norm over the 40
+  // channels of NCHW-like data in bfloat16 (reduce_thread's vectors across rows); a cumsum in
+  // float16 (the scans' stores).
+  const json to_f16 = json{{"dtype", {{"dtype", "float16"}}}}, to_bf16 = json{{"dtype", {{"dtype", "bfloat16"}}}};
+  G b;
+  b.value("x", {37, 64}, "input").value("c", {3, 40, 8}, "input");
+  b.node("mx", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {37, 1})
+      .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("mx")}, {37, 64})
+      .node("e", "aten.exp.default", {G::ref("d")}, {37, 64})
+      .node("se", "aten.sum.dim_IntList", std::vector<json>{G::ref("e"), json::array({1}), true}, {37, 1})
+      .node("sm", "aten.div.Tensor", {G::ref("e"), G::ref("se")}, {37, 64})
+      .node("smh", "aten._to_copy.default", {G::ref("sm")}, {37, 64}, to_bf16)
+      .values_dtype("smh", "bfloat16")
+      .node("seh", "aten._to_copy.default", {G::ref("se")}, {37, 1}, to_f16)
+      .values_dtype("seh", "float16")
+      .node("q", "aten.mul.Tensor", {G::ref("c"), G::ref("c")}, {3, 40, 8})
+      .node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({1}), true}, {3, 1, 8})
+      .node("y", "aten.mul.Tensor", {G::ref("c"), G::ref("m")}, {3, 40, 8})
+      .node("yh", "aten._to_copy.default", {G::ref("y")}, {3, 40, 8}, to_bf16)
+      .values_dtype("yh", "bfloat16")
+      .node("cs", "aten.cumsum.default", std::vector<json>{G::ref("x"), -1}, {37, 64})
+      .node("csh", "aten._to_copy.default", {G::ref("cs")}, {37, 64}, to_f16)
+      .values_dtype("csh", "float16");
+  const Plan p = plan_graph(b.build({"smh", "seh", "yh", "csh"}));
+  ASSERT_EQ(p.groups.size(), 3u);
+  const Compiler c(templates(), "sm_90", temp_dir("reduce_half"));
+  int vectors = 0;
+  for (const Group& gr : p.groups) {
+    ASSERT_EQ(gr.family, "reduce");
+    for (const GroupOutput& o : gr.outputs) EXPECT_NE(o.dtype, "float32") << gr.id << " " << o.value;
+    vectors += gr.row_vector == 4;
+    compile_space(gr, c);
+  }
+  EXPECT_GT(vectors, 0);
+}
+
 // Every elementwise instance over pooling groups: 2-D max with padding and dilation and the
 // chain after it; 3-D average, padding not counted; 1-D average with padding counted over a
 // window wider than the template unrolls.

@@ -416,9 +416,10 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnceWhereTheyMustBe) {
   EXPECT_NE(second.op_struct.find("kHalfOutBf16 = 1u;"), std::string::npos) << second.op_struct;
 }
 
-// A row group loads and stores float32 values: a reduction's result rounded to float16, and its
-// product with a float16 input, are an elementwise group after it.
-TEST(Plan, HalfValuesAfterARowGroupAreAGroupOfTheirOwn) {
+// A row group loads float32 values and stores half ones too: a reduction's result rounded to
+// float16 is stored by the row group (per row, converted by store_reduced); its product with a
+// float16 input (half memory: row kernels load floats only) is an elementwise group after it.
+TEST(Plan, HalfValuesOfARowGroupAreStoredByIt) {
   G b;
   b.value("x", {4, 8}, "input").value("y", {4}, "input", "float16");
   b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {4})
@@ -428,14 +429,41 @@ TEST(Plan, HalfValuesAfterARowGroupAreAGroupOfTheirOwn) {
       .node("m", "aten.mul.Tensor", {G::ref("s"), G::ref("cy")}, {4});
   const Plan p = plan_graph(b.build({"o", "m"}));
   ASSERT_EQ(p.groups.size(), 2u);
-  EXPECT_EQ(p.groups[0].family, "reduce");
-  EXPECT_EQ(p.groups[0].outputs.at(0).dtype, "float32");
-  EXPECT_EQ(p.groups[1].family, "elementwise");
-  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"o", "m"}));
+  const Group& rows = p.groups[0];
+  EXPECT_EQ(rows.family, "reduce");
+  EXPECT_EQ(rows.nodes, (std::vector<std::string>{"s", "o"}));
   std::map<std::string, std::string> dtypes;
-  for (const GroupOutput& out : p.groups[1].outputs) dtypes[out.value] = out.dtype;
-  EXPECT_EQ(dtypes, (std::map<std::string, std::string>{{"m", "float32"}, {"o", "float16"}}));
-  for (const Slot& sl : p.groups[0].slots) EXPECT_EQ(sl.dtype, "float32");
+  for (const GroupOutput& out : rows.outputs) dtypes[out.value] = out.dtype;
+  EXPECT_EQ(dtypes, (std::map<std::string, std::string>{{"o", "float16"}, {"s", "float32"}}));
+  EXPECT_NE(rows.op_struct.find("*reinterpret_cast<unsigned short*>(p["), std::string::npos) << rows.op_struct;
+  EXPECT_NE(rows.op_struct.find("]) = fusetune::float_to_f16(red["), std::string::npos) << rows.op_struct;
+  EXPECT_NE(rows.op_struct.find("fusetune::round_f16("), std::string::npos) << rows.op_struct;
+  for (const Slot& sl : rows.slots)
+    if (sl.access != Access::Output) EXPECT_EQ(sl.dtype, "float32");
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"m"}));
+}
+
+// Per element: a normalized row rounded to bfloat16 (softmax in a bfloat16 model) is the row
+// group's bfloat16 Full output; reduce.cuh stores it through the slot's kind (Op::slot_kind 2).
+TEST(Plan, HalfFullOutputOfARowGroup) {
+  G b;
+  b.value("x", {4, 8}, "input");
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+      .node("d", "aten.div.Tensor", {G::ref("x"), G::ref("s")}, {4, 8})
+      .node("o", "aten._to_copy.default", {G::ref("d")}, {4, 8}, json{{"dtype", {{"dtype", "bfloat16"}}}})
+      .values_dtype("o", "bfloat16");
+  const Plan p = plan_graph(b.build({"o"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& rows = p.groups[0];
+  EXPECT_EQ(rows.family, "reduce");
+  ASSERT_EQ(rows.outputs.size(), 1u);
+  EXPECT_EQ(rows.outputs[0].dtype, "bfloat16");
+  EXPECT_EQ(rows.slots.at(rows.out_slot).dtype, "bfloat16");
+  const std::string kind = "slot_kind(int i) { return i == 0 ? 0 : i == 1 ? 2 : -1; }";
+  EXPECT_NE(rows.op_struct.find(kind), std::string::npos) << rows.op_struct;
+  EXPECT_NE(rows.op_struct.find("fusetune::round_bf16("), std::string::npos) << rows.op_struct;
+  EXPECT_EQ(rows.bytes_moved({{"x", 32}}), 32 * 4 + 32 * 2);
 }
 
 // A half tensor read by a kernel without its float32 conversion (no capture writes that) is
