@@ -287,9 +287,10 @@ template <class Op> struct Row {
     }
 #pragma unroll
     for (int o = 0; o < Op::kFullOut; ++o) {
-      if constexpr (Op::kHalfSlots)
-        if (store_half<Op, V>(p[Op::full_out_slot(o)], Op::full_out_slot(o), Op::elem_offset(Op::full_out_slot(o), e), y[o]))
-          continue;
+      if constexpr (Op::kHalfSlots) {
+        const int s = Op::full_out_slot(o);
+        if (store_half<Op, V>(p[s], s, Op::elem_offset(s, e), y[o])) continue;
+      }
       float* q = p[Op::full_out_slot(o)] + Op::elem_offset(Op::full_out_slot(o), e);
       if (V == 1) *q = y[o][0];
       else store_vec<V>(q, y[o]);

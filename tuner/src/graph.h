@@ -57,6 +57,8 @@ struct Graph {
 // float16 or bfloat16: such tensors are stored as they are and computed in float32
 // (templates/half.cuh).
 bool is_half(const std::string& dtype);
+// The suffix of half.cuh's conversions for a half dtype: "f16" or "bf16" (float_to_f16, round_bf16...).
+std::string half_suffix(const std::string& dtype);
 
 // Helpers for node arguments.
 bool is_value_ref(const json& arg);

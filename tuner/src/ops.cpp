@@ -234,7 +234,7 @@ std::string float_literal(double v) {
 std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64) {
   if (n.op == "aten._to_copy.default" && n.kwargs.contains("dtype")) {  // x.half(), x.bfloat16(): a rounding
     const std::string to = n.kwargs.at("dtype").value("dtype", "");
-    if (is_half(to)) return std::string("fusetune::round_") + (to == "float16" ? "f16" : "bf16") + "((float)" + req(arg, 0, "self") + ")";
+    if (is_half(to)) return "fusetune::round_" + half_suffix(to) + "((float)" + req(arg, 0, "self") + ")";
   }
   if (const auto it = int64_table().find(n.op); int64 && it != int64_table().end()) return it->second(arg);
   const auto it = table().find(n.op);

@@ -45,8 +45,7 @@ std::string typed_store(int s, const std::string& dtype, const std::string& var)
   const std::string slot = "a.ptr[" + std::to_string(s) + "]";
   if (dtype == "int64") return "reinterpret_cast<long long*>(" + slot + ")[idx] = " + var + ";";
   FT_CHECK(is_half(dtype), "no store for a " + dtype + " output");
-  return "reinterpret_cast<unsigned short*>(" + slot + ")[idx] = fusetune::float_to_" +
-         (dtype == "float16" ? "f16" : "bf16") + "(" + var + ");";
+  return "reinterpret_cast<unsigned short*>(" + slot + ")[idx] = fusetune::float_to_" + half_suffix(dtype) + "(" + var + ");";
 }
 
 }  // namespace

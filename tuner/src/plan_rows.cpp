@@ -284,8 +284,7 @@ class RowCodegen {
       if (dtype == "int64")
         body += "    reinterpret_cast<long long*>(a.ptr[" + slot + "])[row_offset(" + slot + ", o)] = (long long)" + var + ";\n";
       else if (is_half(dtype))  // p points at the row's half element (reduce.cuh slot_at)
-        body += "    *reinterpret_cast<unsigned short*>(p[" + slot + "]) = fusetune::float_to_" +
-                (dtype == "float16" ? "f16" : "bf16") + "(" + var + ");\n";
+        body += "    *reinterpret_cast<unsigned short*>(p[" + slot + "]) = fusetune::float_to_" + half_suffix(dtype) + "(" + var + ");\n";
       else
         body += "    p[" + slot + "][0] = " + var + ";\n";
     }
@@ -368,7 +367,7 @@ class RowCodegen {
            table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) + table_fn("scan_kind", scans) +
            table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) +
            "  static constexpr bool kHalfSlots = " +
-           (std::count_if(slot_kinds.begin(), slot_kinds.end(), [](int k) { return k != 0; }) ? "true" : "false") + ";\n" +
+           (std::any_of(slot_kinds.begin(), slot_kinds.end(), [](int k) { return k != 0; }) ? "true" : "false") + ";\n" +
            table_fn("slot_kind", slot_kinds) + offsets_fn(kept) + values + after + out + store +
            "};\n}  // namespace fusetune_gen\n";
   }
