@@ -5,6 +5,8 @@
 // The group's product is row-major C[b] = A[b] @ B[b] with A in slot 0 ([batch, m, k]) and B in
 // slot 1 ([batch, k, n]), each read through its strides. cuBLASLt is column-major, so it computes
 // C^T = B^T A^T: its "A" is our B and its "B" is our A, each transposed or not as the strides say.
+// float32 operands multiply in TF32 or in fp32; float16 and bfloat16 ones in fp32 (their products
+// are exact there), into a float32 product or one of their own type (LtTypes).
 #pragma once
 #include <cublasLt.h>
 
@@ -47,6 +49,14 @@ inline const CublasLt& cublaslt_linked() {
 
 constexpr unsigned long long kCublasLtWorkspaceBytes = 32ull << 20;
 
+// The element types of the operands (both alike) and of the product cuBLASLt writes (its D).
+struct LtTypes {
+  cudaDataType_t operands = CUDA_R_32F;
+  cudaDataType_t output = CUDA_R_32F;
+};
+
+inline int lt_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
 // An R x C matrix whose element (r, c) lives at r * sr + c * sc, as a cuBLASLt operand: a
 // column-major rows x cols matrix with leading dimension ld, transposed by op.
 struct LtMatrix {
@@ -67,13 +77,17 @@ inline bool lt_matrix(long long R, long long C, long long sr, long long sc, LtMa
   return false;
 }
 
-// The largest of 16, 8, 4 bytes that divides every address the product reads or writes.
-inline int lt_alignment(const float* a, const float* b, const float* c, const LtMatrix& ma, const LtMatrix& mb,
-                        long long batch_a, long long batch_b) {
+// The largest of 16, 8, 4, 2 bytes that divides every address the product reads or writes:
+// operands of `operand` bytes an element (batch strides in elements), rows of the output
+// `out_row` bytes apart and batches `out_batch` bytes apart.
+inline int lt_alignment(const void* a, const void* b, const void* c, const LtMatrix& ma, const LtMatrix& mb,
+                        long long batch_a, long long batch_b, int operand = 4, long long out_row = 0,
+                        long long out_batch = 0) {
   unsigned long long bits = (unsigned long long)a | (unsigned long long)b | (unsigned long long)c;
-  bits |= (unsigned long long)(ma.ld * 4) | (unsigned long long)(mb.ld * 4);
-  bits |= (unsigned long long)(batch_a * 4) | (unsigned long long)(batch_b * 4);
-  return bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : 4;
+  bits |= (unsigned long long)(ma.ld * operand) | (unsigned long long)(mb.ld * operand);
+  bits |= (unsigned long long)(batch_a * operand) | (unsigned long long)(batch_b * operand);
+  bits |= (unsigned long long)out_row | (unsigned long long)out_batch;
+  return bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 2;
 }
 
 // Why cuBLASLt cannot run the product in `a` (nullptr when it can).
@@ -89,19 +103,21 @@ inline const char* lt_unsupported(const KernelArgs& a) {
 // the caller's at each run); run() computes it into `c` (contiguous [batch, m, n]).
 class LtGemm {
  public:
-  // epilogue: what cuBLASLt applies to the product (CUBLASLT_EPILOGUE_DEFAULT, _BIAS, _RELU, _RELU_BIAS).
-  LtGemm(const CublasLt& api, const KernelArgs& a, bool tf32, cublasLtEpilogue_t epilogue)
-      : api_(api), a_(a), epilogue_(epilogue) {
+  // epilogue: what cuBLASLt applies to the product (CUBLASLT_EPILOGUE_DEFAULT, _BIAS, _RELU,
+  // _RELU_BIAS; the bias is of the output's type). tf32 applies to float32 operands only.
+  LtGemm(const CublasLt& api, const KernelArgs& a, bool tf32, cublasLtEpilogue_t epilogue, LtTypes types = {})
+      : api_(api), a_(a), epilogue_(epilogue), types_(types) {
     lt_matrix(a.n, a.k, a.stride[1][2], a.stride[1][1], ma_);  // our B^T
     lt_matrix(a.k, a.m, a.stride[0][2], a.stride[0][1], mb_);  // our A^T
-    status_ = api.cublasLtMatmulDescCreate(&op_, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const bool fast = tf32 && types.operands == CUDA_R_32F;
+    status_ = api.cublasLtMatmulDescCreate(&op_, fast ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
     set_desc(CUBLASLT_MATMUL_DESC_TRANSA, ma_.op);
     set_desc(CUBLASLT_MATMUL_DESC_TRANSB, mb_.op);
     if (status_ == CUBLAS_STATUS_SUCCESS)
       status_ = api.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue_, sizeof epilogue_);
-    layout(&la_, ma_, a.stride[1][0]);
-    layout(&lb_, mb_, a.stride[0][0]);
-    layout(&lc_, LtMatrix{CUBLAS_OP_N, (uint64_t)a.n, (uint64_t)a.m, a.n}, a.batch > 1 ? a.m * a.n : 0);
+    layout(&la_, types.operands, ma_, a.stride[1][0]);
+    layout(&lb_, types.operands, mb_, a.stride[0][0]);
+    layout(&lc_, types.output, LtMatrix{CUBLAS_OP_N, (uint64_t)a.n, (uint64_t)a.m, a.n}, a.batch > 1 ? a.m * a.n : 0);
   }
   ~LtGemm() {
     if (op_) api_.cublasLtMatmulDescDestroy(op_);
@@ -114,12 +130,14 @@ class LtGemm {
   cublasStatus_t status() const { return status_; }
   // The alignment (bytes) of operands a.ptr[0], a.ptr[1] and output c, for the heuristic and for
   // checking that a baked algorithm's assumption holds at run time.
-  int alignment(const KernelArgs& a, const float* c) const {
-    return lt_alignment(a.ptr[0], a.ptr[1], c, ma_, mb_, a_.stride[0][0], a_.stride[1][0]);
+  int alignment(const KernelArgs& a, const void* c) const {
+    const int out = lt_bytes(types_.output);
+    return lt_alignment(a.ptr[0], a.ptr[1], c, ma_, mb_, a_.stride[0][0], a_.stride[1][0], lt_bytes(types_.operands),
+                        a_.n * out, a_.batch > 1 ? a_.m * a_.n * out : 0);
   }
 
   // Up to `max` algorithms from cuBLASLt's heuristic for operands a and output c, best first.
-  int heuristic(cublasLtHandle_t h, const KernelArgs& a, const float* c, cublasLtMatmulHeuristicResult_t* out,
+  int heuristic(cublasLtHandle_t h, const KernelArgs& a, const void* c, cublasLtMatmulHeuristicResult_t* out,
                 int max) const {
     cublasLtMatmulPreference_t pref = nullptr;
     if (api_.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return 0;
@@ -147,8 +165,8 @@ class LtGemm {
   bool has_bias() const { return epilogue_ == CUBLASLT_EPILOGUE_BIAS || epilogue_ == CUBLASLT_EPILOGUE_RELU_BIAS; }
 
   // c = epilogue(A @ B [+ bias per column]) for the operands of a (same sizes and strides as at
-  // construction); bias: one float per output column when the epilogue adds one.
-  cublasStatus_t run(cublasLtHandle_t h, const KernelArgs& a, float* c, const float* bias, const cublasLtMatmulAlgo_t& algo,
+  // construction); bias: one value of the output's type per output column when the epilogue adds one.
+  cublasStatus_t run(cublasLtHandle_t h, const KernelArgs& a, void* c, const void* bias, const cublasLtMatmulAlgo_t& algo,
                      void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
     const float alpha = 1.f, beta = 0.f;
     if (has_bias()) {
@@ -163,9 +181,9 @@ class LtGemm {
   void set_desc(cublasLtMatmulDescAttributes_t attr, cublasOperation_t v) {
     if (status_ == CUBLAS_STATUS_SUCCESS) status_ = api_.cublasLtMatmulDescSetAttribute(op_, attr, &v, sizeof v);
   }
-  void layout(cublasLtMatrixLayout_t* l, const LtMatrix& m, long long batch_stride) {
+  void layout(cublasLtMatrixLayout_t* l, cudaDataType_t type, const LtMatrix& m, long long batch_stride) {
     if (status_ != CUBLAS_STATUS_SUCCESS) return;
-    status_ = api_.cublasLtMatrixLayoutCreate(l, CUDA_R_32F, m.rows, m.cols, m.ld);
+    status_ = api_.cublasLtMatrixLayoutCreate(l, type, m.rows, m.cols, m.ld);
     const int32_t count = (int32_t)a_.batch;
     const int64_t stride = a_.batch > 1 ? batch_stride : 0;
     if (status_ == CUBLAS_STATUS_SUCCESS && a_.batch > 1) {
@@ -179,6 +197,7 @@ class LtGemm {
   const CublasLt& api_;
   KernelArgs a_;
   cublasLtEpilogue_t epilogue_;
+  LtTypes types_;
   LtMatrix ma_{}, mb_{};
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
@@ -192,8 +211,8 @@ class LtGemm {
 class LtBaked {
  public:
   LtBaked(const KernelArgs& a, bool tf32, cublasLtEpilogue_t epilogue, const unsigned long long (&algo)[8],
-          unsigned long long version, unsigned long long alignment)
-      : gemm_(cublaslt_linked(), a, tf32, epilogue), alignment_((int)alignment) {
+          unsigned long long version, unsigned long long alignment, LtTypes types = {})
+      : gemm_(cublaslt_linked(), a, tf32, epilogue, types), alignment_((int)alignment) {
     const CublasLt& api = cublaslt_linked();
     if (api.cublasLtGetVersion() != version)
       throw std::runtime_error("fusetune: this kernel was tuned with cuBLASLt " + std::to_string(version) +
@@ -207,7 +226,7 @@ class LtBaked {
     fail_if(gemm_.check(handle_, algo_, &workspace), "checking the tuned algorithm");
     if (workspace > kCublasLtWorkspaceBytes) throw std::runtime_error("fusetune: the tuned cuBLASLt algorithm needs more workspace");
   }
-  void run(const KernelArgs& a, float* c, const float* bias, void* workspace, cudaStream_t stream) const {
+  void run(const KernelArgs& a, void* c, const void* bias, void* workspace, cudaStream_t stream) const {
     const int now = gemm_.alignment(a, c);
     if (now < alignment_)
       throw std::runtime_error("fusetune: operand addresses are aligned to " + std::to_string(now) +

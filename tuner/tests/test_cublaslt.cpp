@@ -42,6 +42,10 @@ TEST(Cublaslt, AlignmentIsWhatEveryAddressAllows) {
   EXPECT_EQ(lt_alignment(buf + 2, buf + 16, buf + 32, m, m, 0, 0), 8);
   EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, LtMatrix{CUBLAS_OP_N, 4, 4, 5}, m, 0, 0), 4);
   EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, m, m, 0, 7), 4);  // batch stride of 7 floats
+  // Half operands: rows of 5 halves are 10 bytes apart; a half output's rows of 6, 12 bytes.
+  EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, m, m, 0, 0, 2), 8);
+  EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, LtMatrix{CUBLAS_OP_N, 4, 4, 5}, m, 0, 0, 2), 2);
+  EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, m, m, 0, 0, 2, 12), 4);
 }
 
 Group linear_group(const std::vector<std::pair<std::string, std::vector<json>>>& chain, json alpha = nullptr) {
@@ -110,6 +114,83 @@ TEST(Cublaslt, PrecisionPolicy) {
   EXPECT_EQ(fp32.precision(g, c), "fp32");
   EXPECT_EQ(tf32.library_call(g, c)["cublaslt"]["tf32"], true);
   EXPECT_EQ(fp32.library_call(g, c)["cublaslt"]["tf32"], false);
+}
+
+const ParamText kNoParams = [](const std::string&) { return std::string(); };
+
+// A Linear of `dtype` tensors as captured: converted to float32, the chain, the result rounded
+// back (unless `round` is false: a float32 result).
+Group half_linear_group(const std::string& dtype, const std::vector<std::pair<std::string, std::vector<json>>>& chain,
+                        bool round = true) {
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}}, to_half = json{{"dtype", {{"dtype", dtype}}}};
+  G b;
+  b.value("w", {8, 8}, "parameter", dtype).value("b", {8}, "parameter", dtype).value("x", {3, 8}, "input", dtype);
+  b.node("cw", "aten._to_copy.default", {G::ref("w")}, {8, 8}, to_float)
+      .node("cb", "aten._to_copy.default", {G::ref("b")}, {8}, to_float)
+      .node("cx", "aten._to_copy.default", {G::ref("x")}, {3, 8}, to_float)
+      .node("permute", "aten.permute.default", {G::ref("cw"), {1, 0}}, {8, 8})
+      .node("addmm", "aten.addmm.default", {G::ref("cb"), G::ref("cx"), G::ref("permute")}, {3, 8});
+  std::string last = "addmm";
+  for (size_t i = 0; i < chain.size(); ++i) {
+    std::vector<json> a = {G::ref(last)};
+    a.insert(a.end(), chain[i].second.begin(), chain[i].second.end());
+    last = "n" + std::to_string(i);
+    b.node(last, chain[i].first, a, {3, 8});
+  }
+  if (round) b.node("out", "aten._to_copy.default", {G::ref(last)}, {3, 8}, to_half).values_dtype("out", dtype);
+  const Plan p = plan_graph(b.build({round ? "out" : last}));
+  EXPECT_EQ(p.groups.size(), 1u);
+  return p.groups.at(0);
+}
+
+// Half operands: cublaslt_fp32 multiplies them in fp32 sums. Where cuBLASLt does the whole group it
+// writes the output in the operands' dtype (its rounding is the group's last step), with their
+// bias; otherwise a float32 product, and the half bias is the pass's.
+TEST(Cublaslt, HalfOperandsInFp32Sums) {
+  const Family &tf32 = family_by_name("cublaslt_tf32"), &fp32 = family_by_name("cublaslt_fp32");
+  const Config c{"cublaslt_fp32", {{"ALGO", 0}}};
+  std::string why;
+  const Group relu = half_linear_group("bfloat16", {{"aten.relu.default", {}}});
+  EXPECT_EQ(relu.bias_slot, 2);
+  EXPECT_FALSE(tf32.supports(relu, why));
+  EXPECT_NE(why.find("half operands"), std::string::npos) << why;
+  ASSERT_TRUE(fp32.supports(relu, why)) << why;
+  EXPECT_TRUE(fp32.allowed(relu, c, "fp32"));
+  EXPECT_EQ(fp32.precision(relu, c), "bf16");
+  json call = fp32.library_call(relu, c)["cublaslt"];
+  EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_RELU_BIAS");
+  EXPECT_EQ(call["bias_slot"], 2);
+  EXPECT_EQ(call["output_slot"], relu.out_slot);
+  EXPECT_EQ(call["operand_type"], (int)CUDA_R_16BF);
+  EXPECT_EQ(call["output_type"], (int)CUDA_R_16BF);
+  EXPECT_FALSE(fp32.has_kernel(relu, c));
+  EXPECT_NE(fp32.extension_launch(relu, kNoParams).find(
+                "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),
+            std::string::npos);
+
+  const Group bare = half_linear_group("float16", {});
+  call = fp32.library_call(bare, c)["cublaslt"];
+  EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_BIAS");
+  EXPECT_EQ(call["output_type"], (int)CUDA_R_16F);
+  EXPECT_FALSE(fp32.has_kernel(bare, c));
+
+  // GELU: a float32 product, the half bias added by the pass, which rounds the result.
+  const Group gelu = half_linear_group("bfloat16", {{"aten.gelu.default", {}}});
+  call = fp32.library_call(gelu, c)["cublaslt"];
+  EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_DEFAULT");
+  EXPECT_EQ(call["bias_slot"], -1);
+  EXPECT_EQ(call["output_slot"], -1);
+  EXPECT_EQ(call["output_type"], (int)CUDA_R_32F);
+  EXPECT_TRUE(fp32.has_kernel(gelu, c));
+  EXPECT_EQ(fp32.scratch_floats(gelu), 24);
+  EXPECT_NE(fp32.kernel_instance(gelu, kNoParams).find(", 0, false, "), std::string::npos);
+
+  // A float32 result of half operands: the product is float32, and so the pass's.
+  const Group wide = half_linear_group("bfloat16", {}, false);
+  EXPECT_EQ(wide.outputs.at(0).dtype, "float32");
+  call = fp32.library_call(wide, c)["cublaslt"];
+  EXPECT_EQ(call["output_type"], (int)CUDA_R_32F);
+  EXPECT_TRUE(fp32.has_kernel(wide, c));
 }
 
 TEST(Cublaslt, RefusesOperandsWithoutAUnitStride) {

@@ -286,6 +286,36 @@ TEST(Emit, HalfTensorsBuild) {
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
 }
 
+// cuBLASLt on bfloat16 operands: a float32 product and an epilogue pass that adds the bfloat16
+// bias and stores bfloat16 (g0, GELU); the bias and ReLU in cuBLASLt, which writes bfloat16 (g1).
+TEST(Emit, HalfCublasLtBuilds) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_half_linear.py");
+  ASSERT_EQ(cap.plan.groups.size(), 2u);
+  const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}},
+                                                       {"g1", KernelChoice{"cublaslt_fp32", "cublaslt_gemm.h"}}};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string kdir = path_join(cap.o.out, "extension/kernels");
+  const std::string g0_cu = read_file(path_join(kdir, "g0.cu")), g1_cu = read_file(path_join(kdir, "g1.cu"));
+  EXPECT_NE(g0_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_DEFAULT, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
+                       "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_32F});"),
+            std::string::npos)
+      << g0_cu;
+  EXPECT_NE(g0_cu.find("lt.run(args, product, nullptr, "), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune::gemm_epilogue_kernel<256, 4, 2, 0, false, fusetune_gen::g0_op><<<"), std::string::npos)
+      << g0_cu;
+  EXPECT_NE(read_file(path_join(kdir, "g0_binding.cpp")).find("torch::Tensor scratch = torch::empty({192}"),
+            std::string::npos);
+  EXPECT_NE(g1_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_RELU_BIAS, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
+                       "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),
+            std::string::npos)
+      << g1_cu;
+  EXPECT_NE(g1_cu.find("lt.run(args, product, args.ptr[2], "), std::string::npos) << g1_cu;
+  EXPECT_EQ(g1_cu.find("gemm_epilogue_kernel"), std::string::npos) << g1_cu;
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+}
+
 // Groups that run an earlier group's kernel (Group::same_as) get no kernel pair of their own:
 // model_new.py calls that group's op with their tensors, and, where their slices start elsewhere
 // (the time steps), with their offsets, which that op's binding then takes.

@@ -2,7 +2,8 @@
 // offers being one candidate, with the per-column bias and a lone ReLU in cuBLASLt's own
 // epilogue and the rest of the chain as one generated elementwise pass
 // (templates/gemm_epilogue.cuh; none when cuBLASLt covers the whole group and writes the output
-// directly). cublaslt_tf32 computes in TF32 (tf32 policy only), cublaslt_fp32 in full fp32. The
+// directly). cublaslt_tf32 computes in TF32 (tf32 policy only), cublaslt_fp32 in full fp32, float16
+// and bfloat16 operands too (their products are exact in the fp32 sums, so under any policy). The
 // extension bakes the winning algorithm (templates/cublaslt_gemm.h).
 #include "cublaslt_gemm.h"
 #include "families.h"
@@ -12,28 +13,49 @@ namespace fusetune {
 
 namespace {
 
+cudaDataType_t lt_type(const std::string& dtype) {
+  return dtype == "float16" ? CUDA_R_16F : dtype == "bfloat16" ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 // What cuBLASLt does of the group's chain: the product, the per-column bias when the planner
 // found one (Group::bias_slot), and a ReLU when that is all there is; `pass` when the rest of the
-// chain needs the generated epilogue kernel.
+// chain needs the generated epilogue kernel. Without a pass cuBLASLt writes the output in its
+// dtype, which for half operands must be theirs (its rounding, the group's last step where the
+// product's result is converted, is then cuBLASLt's own); with one it writes a float32 product,
+// to which it adds the bias only when that is float32 too (a half bias is the pass's).
 struct LtPlan {
   cublasLtEpilogue_t epilogue;
   const char* name;
   bool pass;
+  bool bias;  // cuBLASLt adds the bias
+  LtTypes types;
 };
 
 LtPlan lt_plan(const Group& g) {
-  const bool bias = g.bias_slot >= 0;
+  const std::string& operands = g.slots.at(0).dtype;
+  const bool has_bias = g.bias_slot >= 0;
   const bool anchor_adds = g.ops[0] == "aten.addmm.default" || g.ops[0] == "aten.baddbmm.default";
-  // Nothing but the operands, the bias and the one output.
-  const bool alone = g.outputs.size() == 1 && g.n_full == 0 && g.out_slot == 2 + (bias ? 1 : 0) && (bias || !anchor_adds);
-  if (alone && g.ops.size() == 1)
-    return bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false}
-                : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false};
-  if (alone && g.ops.size() == 2 && g.ops[1] == "aten.relu.default")
-    return bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false}
-                : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false};
-  return bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true}
-              : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true};
+  std::vector<std::string> chain(g.ops.begin() + 1, g.ops.end());
+  if (is_half(operands) && !chain.empty() && chain.back() == "aten._to_copy.default") chain.pop_back();
+  // Nothing but the operands, the bias and the one output, of the operands' dtype.
+  const bool alone = g.outputs.size() == 1 && g.outputs[0].dtype == operands && g.n_full == 0 &&
+                     g.out_slot == 2 + (has_bias ? 1 : 0) && (has_bias || !anchor_adds);
+  const LtTypes own{lt_type(operands), lt_type(operands)};
+  if (alone && chain.empty())
+    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false, true, own}
+                    : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false, false, own};
+  if (alone && chain == std::vector<std::string>{"aten.relu.default"})
+    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false, true, own}
+                    : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false, false, own};
+  const LtTypes product{lt_type(operands), CUDA_R_32F};
+  const bool bias = has_bias && operands == "float32";
+  return bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true, true, product}
+              : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true, false, product};
+}
+
+// The C++ spelling of an LtTypes, for the baked call.
+const char* lt_type_text(cudaDataType_t t) {
+  return t == CUDA_R_16F ? "CUDA_R_16F" : t == CUDA_R_16BF ? "CUDA_R_16BF" : "CUDA_R_32F";
 }
 
 class Cublaslt : public Family {
@@ -43,8 +65,13 @@ class Cublaslt : public Family {
   std::string group_family() const override { return "gemm"; }
 
   bool supports(const Group& g, std::string& why) const override {
-    if (!half_operand_precision(g).empty()) {  // templates/cublaslt_gemm.h describes float32 operands
-      why = "half operands (this family multiplies float32 ones)";
+    const std::string& operands = g.slots.at(0).dtype;
+    if ((operands != "float32" && !is_half(operands)) || g.slots.at(1).dtype != operands) {
+      why = "operands of different dtypes, or neither float32 nor half";
+      return false;
+    }
+    if (tf32_ && operands != "float32") {
+      why = "half operands (cublaslt_fp32 multiplies them, in fp32 sums)";
       return false;
     }
     if (g.slots.size() + 2 > (size_t)kMaxSlots) {
@@ -68,11 +95,12 @@ class Cublaslt : public Family {
     const LtPlan plan = lt_plan(g);
     return json{{"cublaslt",
                  {{"tf32", tf32_}, {"algo", c.at("ALGO")}, {"epilogue", (int)plan.epilogue}, {"epilogue_name", plan.name},
-                  {"bias_slot", g.bias_slot}, {"output_slot", plan.pass ? -1 : g.out_slot}}}};
+                  {"bias_slot", plan.bias ? g.bias_slot : -1}, {"output_slot", plan.pass ? -1 : g.out_slot},
+                  {"operand_type", (int)plan.types.operands}, {"output_type", (int)plan.types.output}}}};
   }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return product_pass_instance(g, g.bias_slot >= 0);
+    return product_pass_instance(g, lt_plan(g).bias);
   }
   LaunchDims launch(const Group& g, const Config& c) const override { return product_pass_launch(g); }
   std::string launch_expr(const Group& g, const ParamText& p) const override { return product_pass_launch_expr(); }
@@ -84,19 +112,27 @@ class Cublaslt : public Family {
   std::string extension_launch(const Group& g, const ParamText& p) const override {
     const LtPlan plan = lt_plan(g);
     const std::string product = "args.ptr[" + std::to_string(plan.pass ? g.slots.size() : g.out_slot) + "]";
-    const std::string bias = g.bias_slot >= 0 ? "args.ptr[" + std::to_string(g.bias_slot) + "]" : "nullptr";
+    const std::string bias = plan.bias ? "args.ptr[" + std::to_string(g.bias_slot) + "]" : "nullptr";
+    // float32 groups' calls are spelled as before half operands were read.
+    const std::string types = plan.types.operands == CUDA_R_32F
+                                  ? ""
+                                  : std::string(", fusetune::LtTypes{") + lt_type_text(plan.types.operands) + ", " +
+                                        lt_type_text(plan.types.output) + "}";
     std::string s = "  float* product = " + product + ";\n" + "  static const fusetune::LtBaked lt(args, " +
                     (tf32_ ? "true" : "false") + ", " + plan.name +
-                    ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT);\n" + "  lt.run(args, product, " + bias +
-                    ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
-    return plan.pass ? s + product_pass_code(g, g.bias_slot >= 0) : s;
+                    ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT" + types + ");\n" +
+                    "  lt.run(args, product, " + bias + ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
+    return plan.pass ? s + product_pass_code(g, plan.bias) : s;
   }
   int64_t scratch_floats(const Group& g) const override { return lt_plan(g).pass ? g.numel() : 0; }
   int64_t workspace_bytes(const Group&) const override { return (int64_t)kCublasLtWorkspaceBytes; }
 
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
   bool allowed(const Group&, const Config&, const std::string& policy) const override { return !tf32_ || policy == "tf32"; }
-  std::string precision(const Group&, const Config&) const override { return tf32_ ? "tf32" : "fp32"; }
+  std::string precision(const Group& g, const Config&) const override {
+    const std::string half = half_operand_precision(g);
+    return !half.empty() ? half : tf32_ ? "tf32" : "fp32";
+  }
 
  private:
   bool tf32_;
