@@ -446,8 +446,8 @@ TEST(Compile, HalfLoadsAndStoresInEveryFamily) {
       EXPECT_TRUE(r.ok) << r.name << "\n" << r.log << "\n" << gr.op_struct;
   }
   EXPECT_TRUE(families.count("elementwise") && families.count("reduce")) << testing::PrintToString(families);
-  // cuBLASLt's epilogue pass over a float32 product of float16 operands (the bfloat16 product has
-  // none: cuBLASLt writes it whole).
+  // cuBLASLt's epilogue pass over a float16 product (the bfloat16 product has none: cuBLASLt
+  // writes it whole).
   EXPECT_EQ(instances, (std::set<std::string>{"gemm:0", "gemm:1", "gemm:2", "gemm_tma:1", "gemm_tma:2", "cublaslt_tf32:0",
                                               "cublaslt_fp32:0", "cublaslt_fp32:1"}));
 }

@@ -143,9 +143,9 @@ Group half_linear_group(const std::string& dtype, const std::vector<std::pair<st
   return p.groups.at(0);
 }
 
-// Half operands: cublaslt_fp32 multiplies them in fp32 sums. Where cuBLASLt does the whole group it
-// writes the output in the operands' dtype (its rounding is the group's last step), with their
-// bias; otherwise a float32 product, and the half bias is the pass's.
+// Half operands: cublaslt_fp32 multiplies them in fp32 sums and writes the product, with their
+// bias, in their dtype, as PyTorch's product is: the output where cuBLASLt does the whole group
+// (its rounding is the group's last step), else what the pass reads.
 TEST(Cublaslt, HalfOperandsInFp32Sums) {
   const Family &tf32 = family_by_name("cublaslt_tf32"), &fp32 = family_by_name("cublaslt_fp32");
   const Config c{"cublaslt_fp32", {{"ALGO", 0}}};
@@ -174,23 +174,27 @@ TEST(Cublaslt, HalfOperandsInFp32Sums) {
   EXPECT_EQ(call["output_type"], (int)CUDA_R_16F);
   EXPECT_FALSE(fp32.has_kernel(bare, c));
 
-  // GELU: a float32 product, the half bias added by the pass, which rounds the result.
+  // GELU: the pass reads the bfloat16 product (24 halves in 12 floats of scratch) and rounds its
+  // result.
   const Group gelu = half_linear_group("bfloat16", {{"aten.gelu.default", {}}});
   call = fp32.library_call(gelu, c)["cublaslt"];
-  EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_DEFAULT");
-  EXPECT_EQ(call["bias_slot"], -1);
+  EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_BIAS");
+  EXPECT_EQ(call["bias_slot"], 2);
   EXPECT_EQ(call["output_slot"], -1);
-  EXPECT_EQ(call["output_type"], (int)CUDA_R_32F);
+  EXPECT_EQ(call["output_type"], (int)CUDA_R_16BF);
   EXPECT_TRUE(fp32.has_kernel(gelu, c));
-  EXPECT_EQ(fp32.scratch_floats(gelu), 24);
-  EXPECT_NE(fp32.kernel_instance(gelu, kNoParams).find(", 0, false, "), std::string::npos);
+  EXPECT_EQ(fp32.scratch_floats(gelu), 12);
+  EXPECT_NE(fp32.kernel_instance(gelu, kNoParams).find(", 0, true, fusetune_gen::g0_op, 2>"), std::string::npos)
+      << fp32.kernel_instance(gelu, kNoParams);
 
-  // A float32 result of half operands: the product is float32, and so the pass's.
-  const Group wide = half_linear_group("bfloat16", {}, false);
+  // A float32 result of half operands (`(x @ w.t()).float()`): the product in float16, as
+  // PyTorch's, then widened by the pass.
+  const Group wide = half_linear_group("float16", {}, false);
   EXPECT_EQ(wide.outputs.at(0).dtype, "float32");
   call = fp32.library_call(wide, c)["cublaslt"];
-  EXPECT_EQ(call["output_type"], (int)CUDA_R_32F);
+  EXPECT_EQ(call["output_type"], (int)CUDA_R_16F);
   EXPECT_TRUE(fp32.has_kernel(wide, c));
+  EXPECT_NE(fp32.kernel_instance(wide, kNoParams).find("_op, 1>"), std::string::npos);
 }
 
 TEST(Cublaslt, RefusesOperandsWithoutAUnitStride) {

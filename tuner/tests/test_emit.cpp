@@ -286,8 +286,8 @@ TEST(Emit, HalfTensorsBuild) {
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
 }
 
-// cuBLASLt on bfloat16 operands: a float32 product and an epilogue pass that adds the bfloat16
-// bias and stores bfloat16 (g0, GELU); the bias and ReLU in cuBLASLt, which writes bfloat16 (g1).
+// cuBLASLt on bfloat16 operands: the product with its bias in bfloat16, then the GELU pass that
+// reads it and stores bfloat16 (g0); the bias and ReLU in cuBLASLt, which writes the output (g1).
 TEST(Emit, HalfCublasLtBuilds) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_half_linear.py");
   ASSERT_EQ(cap.plan.groups.size(), 2u);
@@ -296,14 +296,14 @@ TEST(Emit, HalfCublasLtBuilds) {
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string kdir = path_join(cap.o.out, "extension/kernels");
   const std::string g0_cu = read_file(path_join(kdir, "g0.cu")), g1_cu = read_file(path_join(kdir, "g1.cu"));
-  EXPECT_NE(g0_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_DEFAULT, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
-                       "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_32F});"),
+  EXPECT_NE(g0_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_BIAS, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
+                       "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),
             std::string::npos)
       << g0_cu;
-  EXPECT_NE(g0_cu.find("lt.run(args, product, nullptr, "), std::string::npos) << g0_cu;
-  EXPECT_NE(g0_cu.find("fusetune::gemm_epilogue_kernel<256, 4, 2, 0, false, fusetune_gen::g0_op><<<"), std::string::npos)
+  EXPECT_NE(g0_cu.find("lt.run(args, product, args.ptr[2], "), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune::gemm_epilogue_kernel<256, 4, 2, 0, true, fusetune_gen::g0_op, 2><<<"), std::string::npos)
       << g0_cu;
-  EXPECT_NE(read_file(path_join(kdir, "g0_binding.cpp")).find("torch::Tensor scratch = torch::empty({192}"),
+  EXPECT_NE(read_file(path_join(kdir, "g0_binding.cpp")).find("torch::Tensor scratch = torch::empty({96}"),
             std::string::npos);
   EXPECT_NE(g1_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_RELU_BIAS, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
                        "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),

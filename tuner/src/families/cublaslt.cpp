@@ -18,16 +18,15 @@ cudaDataType_t lt_type(const std::string& dtype) {
 }
 
 // What cuBLASLt does of the group's chain: the product, the per-column bias when the planner
-// found one (Group::bias_slot), and a ReLU when that is all there is; `pass` when the rest of the
-// chain needs the generated epilogue kernel. Without a pass cuBLASLt writes the output in its
-// dtype, which for half operands must be theirs (its rounding, the group's last step where the
-// product's result is converted, is then cuBLASLt's own); with one it writes a float32 product,
-// to which it adds the bias only when that is float32 too (a half bias is the pass's).
+// found one (Group::bias_slot, of the operands' dtype), and a ReLU when that is all there is;
+// `pass` when the rest of the chain needs the generated epilogue kernel. cuBLASLt writes its
+// product in the operands' dtype, as PyTorch's own product is: without a pass that is the output,
+// whose dtype must then be theirs (its rounding, the group's last step where the product's result
+// is converted, is cuBLASLt's own); with one the pass reads it.
 struct LtPlan {
   cublasLtEpilogue_t epilogue;
   const char* name;
   bool pass;
-  bool bias;  // cuBLASLt adds the bias
   LtTypes types;
 };
 
@@ -40,17 +39,20 @@ LtPlan lt_plan(const Group& g) {
   // Nothing but the operands, the bias and the one output, of the operands' dtype.
   const bool alone = g.outputs.size() == 1 && g.outputs[0].dtype == operands && g.n_full == 0 &&
                      g.out_slot == 2 + (has_bias ? 1 : 0) && (has_bias || !anchor_adds);
-  const LtTypes own{lt_type(operands), lt_type(operands)};
+  const LtTypes types{lt_type(operands), lt_type(operands)};
   if (alone && chain.empty())
-    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false, true, own}
-                    : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false, false, own};
+    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false, types}
+                    : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false, types};
   if (alone && chain == std::vector<std::string>{"aten.relu.default"})
-    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false, true, own}
-                    : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false, false, own};
-  const LtTypes product{lt_type(operands), CUDA_R_32F};
-  const bool bias = has_bias && operands == "float32";
-  return bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true, true, product}
-              : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true, false, product};
+    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false, types}
+                    : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false, types};
+  return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true, types}
+                  : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true, types};
+}
+
+// The epilogue pass's product type (templates/gemm_epilogue.cuh): 0 float32, 1 float16, 2 bfloat16.
+int pass_product_type(const LtPlan& plan) {
+  return plan.types.output == CUDA_R_16F ? 1 : plan.types.output == CUDA_R_16BF ? 2 : 0;
 }
 
 // The C++ spelling of an LtTypes, for the baked call.
@@ -95,12 +97,13 @@ class Cublaslt : public Family {
     const LtPlan plan = lt_plan(g);
     return json{{"cublaslt",
                  {{"tf32", tf32_}, {"algo", c.at("ALGO")}, {"epilogue", (int)plan.epilogue}, {"epilogue_name", plan.name},
-                  {"bias_slot", plan.bias ? g.bias_slot : -1}, {"output_slot", plan.pass ? -1 : g.out_slot},
+                  {"bias_slot", g.bias_slot}, {"output_slot", plan.pass ? -1 : g.out_slot},
                   {"operand_type", (int)plan.types.operands}, {"output_type", (int)plan.types.output}}}};
   }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    return product_pass_instance(g, lt_plan(g).bias);
+    const LtPlan plan = lt_plan(g);
+    return product_pass_instance(g, g.bias_slot >= 0, pass_product_type(plan));
   }
   LaunchDims launch(const Group& g, const Config& c) const override { return product_pass_launch(g); }
   std::string launch_expr(const Group& g, const ParamText& p) const override { return product_pass_launch_expr(); }
@@ -112,7 +115,7 @@ class Cublaslt : public Family {
   std::string extension_launch(const Group& g, const ParamText& p) const override {
     const LtPlan plan = lt_plan(g);
     const std::string product = "args.ptr[" + std::to_string(plan.pass ? g.slots.size() : g.out_slot) + "]";
-    const std::string bias = plan.bias ? "args.ptr[" + std::to_string(g.bias_slot) + "]" : "nullptr";
+    const std::string bias = g.bias_slot >= 0 ? "args.ptr[" + std::to_string(g.bias_slot) + "]" : "nullptr";
     // float32 groups' calls are spelled as before half operands were read.
     const std::string types = plan.types.operands == CUDA_R_32F
                                   ? ""
@@ -122,9 +125,13 @@ class Cublaslt : public Family {
                     (tf32_ ? "true" : "false") + ", " + plan.name +
                     ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT" + types + ");\n" +
                     "  lt.run(args, product, " + bias + ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
-    return plan.pass ? s + product_pass_code(g, plan.bias) : s;
+    return plan.pass ? s + product_pass_code(g, g.bias_slot >= 0, pass_product_type(plan)) : s;
   }
-  int64_t scratch_floats(const Group& g) const override { return lt_plan(g).pass ? g.numel() : 0; }
+  int64_t scratch_floats(const Group& g) const override {
+    const LtPlan plan = lt_plan(g);
+    if (!plan.pass) return 0;
+    return plan.types.output == CUDA_R_32F ? g.numel() : (g.numel() + 1) / 2;  // a half product: two per float
+  }
   int64_t workspace_bytes(const Group&) const override { return (int64_t)kCublasLtWorkspaceBytes; }
 
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
