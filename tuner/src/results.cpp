@@ -138,6 +138,9 @@ void check_kernel_sources(const json& best, const std::string& kernels_dir, cons
     const std::string source = read_file(cu);
     if (source.find("op hash: " + gr.at("op_hash").get<std::string>()) == std::string::npos)
       FT_USER_ERROR(cu + " was generated for another plan than best.json: run fusetune again");
+    const std::string family = gr.at("kernel_family");
+    if (source.find("kernel family " + family + ",") == std::string::npos)
+      FT_USER_ERROR(cu + " was generated for another kernel family than best.json's " + family + ": run fusetune again");
     // The templates this kernel is built from must be the ones it was timed with.
     std::map<std::string, std::string> used;
     add_included_templates(source, template_dirs, used);

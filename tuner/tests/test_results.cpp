@@ -44,6 +44,8 @@ struct Fixture {
                    {"status", "fault"}, {"error", "CUDA_ERROR_ILLEGAL_ADDRESS"}};
     group["candidates"] = {fast, broken};
     group["best"] = {{"name", fast["name"]}, {"params", fast["params"]}, {"time_ms", fast["time_ms"]}};
+    group["kernel_family"] = "elementwise";
+    group["template"] = "elementwise.cuh";
     group["search"] = {{"space_size", 35}, {"candidates", 2}, {"wall_s", 1.5}};
     best = make_best_json(o, g, plan, {group}, ctx, {{"x", 32}, {"y", 32}});
   }
@@ -112,6 +114,16 @@ TEST(BestJson, StaleKernelSourcesAreRefused) {
   json other = f.best;
   other["groups"][0]["op_hash"] = "0123456789abcdef";
   EXPECT_THROW(check_kernel_sources(other, kdir, dirs), UserError);
+  // The same plan's winner from another family (a best.json copied over older sources): the
+  // sources would not build against its constants.
+  json other_family = f.best;
+  other_family["groups"][0]["kernel_family"] = "reduce";
+  try {
+    check_kernel_sources(other_family, kdir, dirs);
+    ADD_FAILURE() << "sources of another kernel family were accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("another kernel family than best.json's reduce"), std::string::npos) << e.what();
+  }
 
   // A changed template the kernel includes (here through elementwise.cuh) is refused; a changed
   // or removed template it does not include is not its concern.
