@@ -48,7 +48,22 @@ TEST(Cublaslt, AlignmentIsWhatEveryAddressAllows) {
   EXPECT_EQ(lt_alignment(buf, buf + 16, buf + 32, m, m, 0, 0, 2, 12), 4);
 }
 
-Group linear_group(const std::vector<std::pair<std::string, std::vector<json>>>& chain, json alpha = nullptr) {
+using Chain = std::vector<std::pair<std::string, std::vector<json>>>;
+
+// The ops of `chain` after addmm ([3, 8]), each taking the one before it and its own arguments; the
+// last one's name.
+std::string append_chain(G& b, const Chain& chain) {
+  std::string last = "addmm";
+  for (size_t i = 0; i < chain.size(); ++i) {
+    std::vector<json> a = {G::ref(last)};
+    a.insert(a.end(), chain[i].second.begin(), chain[i].second.end());
+    last = "n" + std::to_string(i);
+    b.node(last, chain[i].first, a, {3, 8});
+  }
+  return last;
+}
+
+Group linear_group(const Chain& chain, json alpha = nullptr) {
   G b;
   b.value("w", {8, 5}, "parameter").value("b", {8}, "parameter").value("x", {3, 5}, "input").value("r", {3, 8}, "input");
   b.node("permute", "aten.permute.default", {G::ref("w"), {1, 0}}, {5, 8});
@@ -58,13 +73,7 @@ Group linear_group(const std::vector<std::pair<std::string, std::vector<json>>>&
     args.push_back(alpha);
   }
   b.node("addmm", "aten.addmm.default", args, {3, 8});
-  std::string last = "addmm";
-  for (size_t i = 0; i < chain.size(); ++i) {
-    std::vector<json> a = {G::ref(last)};
-    a.insert(a.end(), chain[i].second.begin(), chain[i].second.end());
-    last = "n" + std::to_string(i);
-    b.node(last, chain[i].first, a, {3, 8});
-  }
+  const std::string last = append_chain(b, chain);
   const Plan p = plan_graph(b.build({last}));
   EXPECT_EQ(p.groups.size(), 1u);
   return p.groups.at(0);
@@ -120,8 +129,7 @@ const ParamText kNoParams = [](const std::string&) { return std::string(); };
 
 // A Linear of `dtype` tensors as captured: converted to float32, the chain, the result rounded
 // back (unless `round` is false: a float32 result).
-Group half_linear_group(const std::string& dtype, const std::vector<std::pair<std::string, std::vector<json>>>& chain,
-                        bool round = true) {
+Group half_linear_group(const std::string& dtype, const Chain& chain, bool round = true) {
   const json to_float = json{{"dtype", {{"dtype", "float32"}}}}, to_half = json{{"dtype", {{"dtype", dtype}}}};
   G b;
   b.value("w", {8, 8}, "parameter", dtype).value("b", {8}, "parameter", dtype).value("x", {3, 8}, "input", dtype);
@@ -130,13 +138,7 @@ Group half_linear_group(const std::string& dtype, const std::vector<std::pair<st
       .node("cx", "aten._to_copy.default", {G::ref("x")}, {3, 8}, to_float)
       .node("permute", "aten.permute.default", {G::ref("cw"), {1, 0}}, {8, 8})
       .node("addmm", "aten.addmm.default", {G::ref("cb"), G::ref("cx"), G::ref("permute")}, {3, 8});
-  std::string last = "addmm";
-  for (size_t i = 0; i < chain.size(); ++i) {
-    std::vector<json> a = {G::ref(last)};
-    a.insert(a.end(), chain[i].second.begin(), chain[i].second.end());
-    last = "n" + std::to_string(i);
-    b.node(last, chain[i].first, a, {3, 8});
-  }
+  const std::string last = append_chain(b, chain);
   if (round) b.node("out", "aten._to_copy.default", {G::ref(last)}, {3, 8}, to_half).values_dtype("out", dtype);
   const Plan p = plan_graph(b.build({round ? "out" : last}));
   EXPECT_EQ(p.groups.size(), 1u);
