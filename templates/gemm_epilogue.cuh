@@ -11,7 +11,7 @@
 
 namespace fusetune {
 
-template <class Op, bool BIAS_IN_PRODUCT, int PRODUCT>
+template <class Op, bool BIAS_IN_PRODUCT, int PRODUCT = 0>
 struct ProductFirst {
   static_assert(Op::kFullSlot >= 1, "the product needs the slot before the full inputs");
   static constexpr bool kHalf = PRODUCT != 0;
