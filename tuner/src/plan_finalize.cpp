@@ -160,8 +160,9 @@ Group finalize_group(Building& b) {
       if (s.anchor) {
         const Layout* bias = per_column_bias(n, s.loaded_operands);
         // A library adds a bias of its operands' dtype (float32, or the half type of both).
-        if (bias && dtype_of(bias->base) == gr.slots[0].dtype && gr.slots[1].dtype == gr.slots[0].dtype &&
-            (dtype_of(bias->base) == "float32" || is_half(dtype_of(bias->base)))) {
+        const std::string bias_dtype = bias ? dtype_of(bias->base) : "";
+        if (bias && bias_dtype == gr.slots[0].dtype && gr.slots[1].dtype == bias_dtype &&
+            (bias_dtype == "float32" || is_half(bias_dtype))) {
           gr.bias_slot = slot_of(*bias, Access::Strided);
           expr = "(kBiasInProduct ? x[0] : " + expr + ")";
         }

@@ -50,11 +50,6 @@ LtPlan lt_plan(const Group& g) {
                   : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true, types};
 }
 
-// The epilogue pass's product type (templates/gemm_epilogue.cuh): 0 float32, 1 float16, 2 bfloat16.
-int pass_product_type(const LtPlan& plan) {
-  return plan.types.output == CUDA_R_16F ? 1 : plan.types.output == CUDA_R_16BF ? 2 : 0;
-}
-
 // The C++ spelling of an LtTypes, for the baked call.
 const char* lt_type_text(cudaDataType_t t) {
   return t == CUDA_R_16F ? "CUDA_R_16F" : t == CUDA_R_16BF ? "CUDA_R_16BF" : "CUDA_R_32F";
@@ -102,8 +97,8 @@ class Cublaslt : public Family {
   }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
-    const LtPlan plan = lt_plan(g);
-    return product_pass_instance(g, g.bias_slot >= 0, pass_product_type(plan));
+    // The product is of the operands' type (gemm_epilogue.cuh's PRODUCT codes are gemm_operand_type's).
+    return product_pass_instance(g, g.bias_slot >= 0, gemm_operand_type(g));
   }
   LaunchDims launch(const Group& g, const Config& c) const override { return product_pass_launch(g); }
   std::string launch_expr(const Group& g, const ParamText& p) const override { return product_pass_launch_expr(); }
@@ -125,7 +120,7 @@ class Cublaslt : public Family {
                     (tf32_ ? "true" : "false") + ", " + plan.name +
                     ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT" + types + ");\n" +
                     "  lt.run(args, product, " + bias + ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
-    return plan.pass ? s + product_pass_code(g, g.bias_slot >= 0, pass_product_type(plan)) : s;
+    return plan.pass ? s + product_pass_code(g, g.bias_slot >= 0, gemm_operand_type(g)) : s;
   }
   int64_t scratch_floats(const Group& g) const override {
     const LtPlan plan = lt_plan(g);
