@@ -280,19 +280,6 @@ __device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, l
   }
 }
 
-// The half outputs of Op (plan_finalize.cpp): kHalfOut of them after the kOut float ones, bit h
-// of kHalfOutBf16 set where output h is bfloat16; none where Op does not declare them.
-template <class Op, class = void>
-struct HalfOutputs {
-  static constexpr int kCount = 0;
-  static constexpr unsigned kBf16 = 0;
-};
-template <class Op>
-struct HalfOutputs<Op, decltype(void(Op::kHalfOut))> {
-  static constexpr int kCount = Op::kHalfOut;
-  static constexpr unsigned kBf16 = Op::kHalfOutBf16;
-};
-
 // Every half output 8-byte aligned, so that 4 of its elements at an index divisible by 4 are one
 // store.
 template <class Op>
@@ -332,13 +319,9 @@ __device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4]
     for (int o = 0; o < Op::kOut; ++o)
       *reinterpret_cast<float4*>(a.ptr[Op::kOutSlot + o] + idx) = make_float4(out[o][0], out[o][1], out[o][2], out[o][3]);
 #pragma unroll
-    for (int h = 0; h < kHalf; ++h) {
-      const float(&o4)[4] = out[Op::kOut + h];
-      const bool bf16 = HalfOutputs<Op>::kBf16 >> h & 1u;
-      *reinterpret_cast<uint2*>(reinterpret_cast<unsigned short*>(a.ptr[Op::kOutSlot + Op::kOut + h]) + idx) =
-          bf16 ? make_uint2(pack_bf16x2(o4[0], o4[1]), pack_bf16x2(o4[2], o4[3]))
-               : make_uint2(pack_f16x2(o4[0], o4[1]), pack_f16x2(o4[2], o4[3]));
-    }
+    for (int h = 0; h < kHalf; ++h)
+      store_halves<4>(reinterpret_cast<unsigned short*>(a.ptr[Op::kOutSlot + Op::kOut + h]) + idx,
+                      HalfOutputs<Op>::kind(h), out[Op::kOut + h]);
     return;
   }
 #pragma unroll

@@ -187,19 +187,9 @@ template <class Op> __device__ __forceinline__ float* slot_at(float* p, int s, l
 // float32 slots: false, nothing stored).
 template <class Op, int V>
 __device__ __forceinline__ bool store_half(float* p, int s, long long off, const float (&v)[V]) {
-  static_assert(V == 1 || V == 2 || V == 4, "vectors of 1, 2 or 4 elements");
   const int kind = Op::slot_kind(s);
   if (kind == 0) return false;
-  unsigned short* q = reinterpret_cast<unsigned short*>(p) + off;
-  unsigned h[V > 1 ? V / 2 : 1];
-#pragma unroll
-  for (int j = 0; j + 1 < V; j += 2) h[j / 2] = kind == 1 ? pack_f16x2(v[j], v[j + 1]) : pack_bf16x2(v[j], v[j + 1]);
-  if constexpr (V == 1)
-    *q = kind == 1 ? float_to_f16(v[0]) : float_to_bf16(v[0]);
-  else if constexpr (V == 2)
-    *reinterpret_cast<unsigned*>(q) = h[0];
-  else
-    *reinterpret_cast<uint2*>(q) = make_uint2(h[0], h[1]);
+  store_halves<V>(reinterpret_cast<unsigned short*>(p) + off, kind, v);
   return true;
 }
 
