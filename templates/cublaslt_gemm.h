@@ -6,7 +6,7 @@
 // slot 1 ([batch, k, n]), each read through its strides. cuBLASLt is column-major, so it computes
 // C^T = B^T A^T: its "A" is our B and its "B" is our A, each transposed or not as the strides say.
 // float32 operands multiply in TF32 or in fp32; float16 and bfloat16 ones in fp32 (their products
-// are exact there), into a float32 product or one of their own type (LtTypes).
+// are exact there), into a product of their own type (lt_data_type).
 #pragma once
 #include <cublasLt.h>
 
@@ -49,11 +49,12 @@ inline const CublasLt& cublaslt_linked() {
 
 constexpr unsigned long long kCublasLtWorkspaceBytes = 32ull << 20;
 
-// The element types of the operands (both alike) and of the product cuBLASLt writes (its D).
-struct LtTypes {
-  cudaDataType_t operands = CUDA_R_32F;
-  cudaDataType_t output = CUDA_R_32F;
-};
+// The element type of the operands (both alike), of the bias and of the product cuBLASLt writes
+// (its D), from a tensor dtype: float32, or float16 / bfloat16, whose products PyTorch rounds to
+// their own type too.
+inline cudaDataType_t lt_data_type(const std::string& dtype) {
+  return dtype == "float16" ? CUDA_R_16F : dtype == "bfloat16" ? CUDA_R_16BF : CUDA_R_32F;
+}
 
 inline int lt_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
@@ -105,19 +106,19 @@ class LtGemm {
  public:
   // epilogue: what cuBLASLt applies to the product (CUBLASLT_EPILOGUE_DEFAULT, _BIAS, _RELU,
   // _RELU_BIAS; the bias is of the output's type). tf32 applies to float32 operands only.
-  LtGemm(const CublasLt& api, const KernelArgs& a, bool tf32, cublasLtEpilogue_t epilogue, LtTypes types = {})
-      : api_(api), a_(a), epilogue_(epilogue), types_(types) {
+  LtGemm(const CublasLt& api, const KernelArgs& a, bool tf32, cublasLtEpilogue_t epilogue, cudaDataType_t type = CUDA_R_32F)
+      : api_(api), a_(a), epilogue_(epilogue), type_(type) {
     lt_matrix(a.n, a.k, a.stride[1][2], a.stride[1][1], ma_);  // our B^T
     lt_matrix(a.k, a.m, a.stride[0][2], a.stride[0][1], mb_);  // our A^T
-    const bool fast = tf32 && types.operands == CUDA_R_32F;
+    const bool fast = tf32 && type == CUDA_R_32F;
     status_ = api.cublasLtMatmulDescCreate(&op_, fast ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F);
     set_desc(CUBLASLT_MATMUL_DESC_TRANSA, ma_.op);
     set_desc(CUBLASLT_MATMUL_DESC_TRANSB, mb_.op);
     if (status_ == CUBLAS_STATUS_SUCCESS)
       status_ = api.cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue_, sizeof epilogue_);
-    layout(&la_, types.operands, ma_, a.stride[1][0]);
-    layout(&lb_, types.operands, mb_, a.stride[0][0]);
-    layout(&lc_, types.output, LtMatrix{CUBLAS_OP_N, (uint64_t)a.n, (uint64_t)a.m, a.n}, a.batch > 1 ? a.m * a.n : 0);
+    layout(&la_, type, ma_, a.stride[1][0]);
+    layout(&lb_, type, mb_, a.stride[0][0]);
+    layout(&lc_, type, LtMatrix{CUBLAS_OP_N, (uint64_t)a.n, (uint64_t)a.m, a.n}, a.batch > 1 ? a.m * a.n : 0);
   }
   ~LtGemm() {
     if (op_) api_.cublasLtMatmulDescDestroy(op_);
@@ -131,9 +132,9 @@ class LtGemm {
   // The alignment (bytes) of operands a.ptr[0], a.ptr[1] and output c, for the heuristic and for
   // checking that a baked algorithm's assumption holds at run time.
   int alignment(const KernelArgs& a, const void* c) const {
-    const int out = lt_bytes(types_.output);
-    return lt_alignment(a.ptr[0], a.ptr[1], c, ma_, mb_, a_.stride[0][0], a_.stride[1][0], lt_bytes(types_.operands),
-                        a_.n * out, a_.batch > 1 ? a_.m * a_.n * out : 0);
+    const int bytes = lt_bytes(type_);
+    return lt_alignment(a.ptr[0], a.ptr[1], c, ma_, mb_, a_.stride[0][0], a_.stride[1][0], bytes, a_.n * bytes,
+                        a_.batch > 1 ? a_.m * a_.n * bytes : 0);
   }
 
   // Up to `max` algorithms from cuBLASLt's heuristic for operands a and output c, best first.
@@ -197,7 +198,7 @@ class LtGemm {
   const CublasLt& api_;
   KernelArgs a_;
   cublasLtEpilogue_t epilogue_;
-  LtTypes types_;
+  cudaDataType_t type_;
   LtMatrix ma_{}, mb_{};
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
@@ -211,8 +212,8 @@ class LtGemm {
 class LtBaked {
  public:
   LtBaked(const KernelArgs& a, bool tf32, cublasLtEpilogue_t epilogue, const unsigned long long (&algo)[8],
-          unsigned long long version, unsigned long long alignment, LtTypes types = {})
-      : gemm_(cublaslt_linked(), a, tf32, epilogue, types), alignment_((int)alignment) {
+          unsigned long long version, unsigned long long alignment, cudaDataType_t type = CUDA_R_32F)
+      : gemm_(cublaslt_linked(), a, tf32, epilogue, type), alignment_((int)alignment) {
     const CublasLt& api = cublaslt_linked();
     if (api.cublasLtGetVersion() != version)
       throw std::runtime_error("fusetune: this kernel was tuned with cuBLASLt " + std::to_string(version) +

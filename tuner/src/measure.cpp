@@ -168,11 +168,11 @@ std::function<CUresult(CUstream)> Worker::cublaslt_run(const json& c, float* out
   const int index = c.at("algo").get<int>();
   const int bias_slot = c.at("bias_slot").get<int>();
   const float* bias = bias_slot >= 0 ? args_.ptr[bias_slot] : nullptr;
-  const LtTypes types{(cudaDataType_t)c.value("operand_type", (int)CUDA_R_32F),
-                      (cudaDataType_t)c.value("output_type", (int)CUDA_R_32F)};
+  const std::string dtype = c.value("dtype", "float32");  // of the operands, the bias and the product
   LtMode& mode = lt_modes_[tf32];  // the group's epilogue and types are the same for every candidate
   if (!mode.gemm) {
-    mode.gemm = std::make_unique<LtGemm>(*lt_, args_, tf32, (cublasLtEpilogue_t)c.at("epilogue").get<int>(), types);
+    mode.gemm = std::make_unique<LtGemm>(*lt_, args_, tf32, (cublasLtEpilogue_t)c.at("epilogue").get<int>(),
+                                          lt_data_type(dtype));
     if (mode.gemm->status() != CUBLAS_STATUS_SUCCESS)
       FT_THROW("cuBLASLt cannot describe this product (status " + std::to_string((int)mode.gemm->status()) + ")");
     mode.algos.resize(64);
@@ -189,9 +189,8 @@ std::function<CUresult(CUstream)> Worker::cublaslt_run(const json& c, float* out
   for (uint64_t w : h.algo.data) data.push_back(hex64(w));
   const int alignment = gemm->alignment(args_, out);
   const size_t version = lt_->cublasLtGetVersion();
-  auto type_name = [](cudaDataType_t t) { return t == CUDA_R_16F ? "float16" : t == CUDA_R_16BF ? "bfloat16" : "float32"; };
   result["library"] = {{"name", "cublaslt"}, {"version", version}, {"compute", tf32 ? "tf32" : "fp32"},
-                       {"operands", type_name(types.operands)}, {"output", type_name(types.output)},
+                       {"dtype", dtype},
                        {"epilogue", c.at("epilogue_name")},
                        {"heuristic_rank", index}, {"workspace_bytes", h.workspaceSize}, {"waves", h.wavesCount},
                        {"config", algo_config(*lt_, h.algo)},

@@ -163,17 +163,16 @@ TEST(Cublaslt, HalfOperandsInFp32Sums) {
   EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_RELU_BIAS");
   EXPECT_EQ(call["bias_slot"], 2);
   EXPECT_EQ(call["output_slot"], relu.out_slot);
-  EXPECT_EQ(call["operand_type"], (int)CUDA_R_16BF);
-  EXPECT_EQ(call["output_type"], (int)CUDA_R_16BF);
+  EXPECT_EQ(call["dtype"], "bfloat16");
   EXPECT_FALSE(fp32.has_kernel(relu, c));
   EXPECT_NE(fp32.extension_launch(relu, kNoParams).find(
-                "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),
+                "tuned::ALIGNMENT, CUDA_R_16BF);"),
             std::string::npos);
 
   const Group bare = half_linear_group("float16", {});
   call = fp32.library_call(bare, c)["cublaslt"];
   EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_BIAS");
-  EXPECT_EQ(call["output_type"], (int)CUDA_R_16F);
+  EXPECT_EQ(call["dtype"], "float16");
   EXPECT_FALSE(fp32.has_kernel(bare, c));
 
   // GELU: the pass reads the bfloat16 product (24 halves in 12 floats of scratch) and rounds its
@@ -183,7 +182,7 @@ TEST(Cublaslt, HalfOperandsInFp32Sums) {
   EXPECT_EQ(call["epilogue_name"], "CUBLASLT_EPILOGUE_BIAS");
   EXPECT_EQ(call["bias_slot"], 2);
   EXPECT_EQ(call["output_slot"], -1);
-  EXPECT_EQ(call["output_type"], (int)CUDA_R_16BF);
+  EXPECT_EQ(call["dtype"], "bfloat16");
   EXPECT_TRUE(fp32.has_kernel(gelu, c));
   EXPECT_EQ(fp32.scratch_floats(gelu), 12);
   EXPECT_NE(fp32.kernel_instance(gelu, kNoParams).find(", 0, true, fusetune_gen::g0_op, 2>"), std::string::npos)
@@ -194,7 +193,7 @@ TEST(Cublaslt, HalfOperandsInFp32Sums) {
   const Group wide = half_linear_group("float16", {}, false);
   EXPECT_EQ(wide.outputs.at(0).dtype, "float32");
   call = fp32.library_call(wide, c)["cublaslt"];
-  EXPECT_EQ(call["output_type"], (int)CUDA_R_16F);
+  EXPECT_EQ(call["dtype"], "float16");
   EXPECT_TRUE(fp32.has_kernel(wide, c));
   EXPECT_NE(fp32.kernel_instance(wide, kNoParams).find("_op, 1>"), std::string::npos);
 }

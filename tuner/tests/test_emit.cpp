@@ -297,7 +297,7 @@ TEST(Emit, HalfCublasLtBuilds) {
   const std::string kdir = path_join(cap.o.out, "extension/kernels");
   const std::string g0_cu = read_file(path_join(kdir, "g0.cu")), g1_cu = read_file(path_join(kdir, "g1.cu"));
   EXPECT_NE(g0_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_BIAS, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
-                       "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),
+                       "tuned::ALIGNMENT, CUDA_R_16BF);"),
             std::string::npos)
       << g0_cu;
   EXPECT_NE(g0_cu.find("lt.run(args, product, args.ptr[2], "), std::string::npos) << g0_cu;
@@ -306,7 +306,7 @@ TEST(Emit, HalfCublasLtBuilds) {
   EXPECT_NE(read_file(path_join(kdir, "g0_binding.cpp")).find("torch::Tensor scratch = torch::empty({96}"),
             std::string::npos);
   EXPECT_NE(g1_cu.find("LtBaked lt(args, false, CUBLASLT_EPILOGUE_RELU_BIAS, tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, "
-                       "tuned::ALIGNMENT, fusetune::LtTypes{CUDA_R_16BF, CUDA_R_16BF});"),
+                       "tuned::ALIGNMENT, CUDA_R_16BF);"),
             std::string::npos)
       << g1_cu;
   EXPECT_NE(g1_cu.find("lt.run(args, product, args.ptr[2], "), std::string::npos) << g1_cu;

@@ -13,10 +13,6 @@ namespace fusetune {
 
 namespace {
 
-cudaDataType_t lt_type(const std::string& dtype) {
-  return dtype == "float16" ? CUDA_R_16F : dtype == "bfloat16" ? CUDA_R_16BF : CUDA_R_32F;
-}
-
 // What cuBLASLt does of the group's chain: the product, the per-column bias when the planner
 // found one (Group::bias_slot, of the operands' dtype), and a ReLU when that is all there is;
 // `pass` when the rest of the chain needs the generated epilogue kernel. cuBLASLt writes its
@@ -27,7 +23,6 @@ struct LtPlan {
   cublasLtEpilogue_t epilogue;
   const char* name;
   bool pass;
-  LtTypes types;
 };
 
 LtPlan lt_plan(const Group& g) {
@@ -39,18 +34,17 @@ LtPlan lt_plan(const Group& g) {
   // Nothing but the operands, the bias and the one output, of the operands' dtype.
   const bool alone = g.outputs.size() == 1 && g.outputs[0].dtype == operands && g.n_full == 0 &&
                      g.out_slot == 2 + (has_bias ? 1 : 0) && (has_bias || !anchor_adds);
-  const LtTypes types{lt_type(operands), lt_type(operands)};
   if (alone && chain.empty())
-    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false, types}
-                    : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false, types};
+    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", false}
+                    : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", false};
   if (alone && chain == std::vector<std::string>{"aten.relu.default"})
-    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false, types}
-                    : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false, types};
-  return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true, types}
-                  : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true, types};
+    return has_bias ? LtPlan{CUBLASLT_EPILOGUE_RELU_BIAS, "CUBLASLT_EPILOGUE_RELU_BIAS", false}
+                    : LtPlan{CUBLASLT_EPILOGUE_RELU, "CUBLASLT_EPILOGUE_RELU", false};
+  return has_bias ? LtPlan{CUBLASLT_EPILOGUE_BIAS, "CUBLASLT_EPILOGUE_BIAS", true}
+                  : LtPlan{CUBLASLT_EPILOGUE_DEFAULT, "CUBLASLT_EPILOGUE_DEFAULT", true};
 }
 
-// The C++ spelling of an LtTypes, for the baked call.
+// The C++ spelling of lt_data_type's types, for the baked call.
 const char* lt_type_text(cudaDataType_t t) {
   return t == CUDA_R_16F ? "CUDA_R_16F" : t == CUDA_R_16BF ? "CUDA_R_16BF" : "CUDA_R_32F";
 }
@@ -93,7 +87,7 @@ class Cublaslt : public Family {
     return json{{"cublaslt",
                  {{"tf32", tf32_}, {"algo", c.at("ALGO")}, {"epilogue", (int)plan.epilogue}, {"epilogue_name", plan.name},
                   {"bias_slot", g.bias_slot}, {"output_slot", plan.pass ? -1 : g.out_slot},
-                  {"operand_type", (int)plan.types.operands}, {"output_type", (int)plan.types.output}}}};
+                  {"dtype", g.slots.at(0).dtype}}}};
   }
 
   std::string kernel_instance(const Group& g, const ParamText& p) const override {
@@ -112,20 +106,17 @@ class Cublaslt : public Family {
     const std::string product = "args.ptr[" + std::to_string(plan.pass ? g.slots.size() : g.out_slot) + "]";
     const std::string bias = g.bias_slot >= 0 ? "args.ptr[" + std::to_string(g.bias_slot) + "]" : "nullptr";
     // float32 groups' calls are spelled as before half operands were read.
-    const std::string types = plan.types.operands == CUDA_R_32F
-                                  ? ""
-                                  : std::string(", fusetune::LtTypes{") + lt_type_text(plan.types.operands) + ", " +
-                                        lt_type_text(plan.types.output) + "}";
+    const cudaDataType_t type = lt_data_type(g.slots.at(0).dtype);
+    const std::string type_arg = type == CUDA_R_32F ? "" : std::string(", ") + lt_type_text(type);
     std::string s = "  float* product = " + product + ";\n" + "  static const fusetune::LtBaked lt(args, " +
                     (tf32_ ? "true" : "false") + ", " + plan.name +
-                    ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT" + types + ");\n" +
+                    ", tuned::ALGO_DATA, tuned::CUBLASLT_VERSION, tuned::ALIGNMENT" + type_arg + ");\n" +
                     "  lt.run(args, product, " + bias + ", args.ptr[" + std::to_string(g.slots.size() + 1) + "], stream);\n";
     return plan.pass ? s + product_pass_code(g, g.bias_slot >= 0, gemm_operand_type(g)) : s;
   }
   int64_t scratch_floats(const Group& g) const override {
-    const LtPlan plan = lt_plan(g);
-    if (!plan.pass) return 0;
-    return plan.types.output == CUDA_R_32F ? g.numel() : (g.numel() + 1) / 2;  // a half product: two per float
+    if (!lt_plan(g).pass) return 0;
+    return is_half(g.slots.at(0).dtype) ? (g.numel() + 1) / 2 : g.numel();  // a half product: two per float
   }
   int64_t workspace_bytes(const Group&) const override { return (int64_t)kCublasLtWorkspaceBytes; }
 
