@@ -4,6 +4,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
+#include <map>
+
 #include "../binding_registry.h"
 #include "fusetune_args.h"
 
@@ -36,6 +38,15 @@ torch::Tensor g0(const torch::Tensor& x, const torch::Tensor& p_fc_weight, const
   args.ptr[4] = out0.data_ptr<float>() + 0;
   args.size[4][0] = 4096; args.stride[4][0] = 2048;
   args.size[4][1] = 2048; args.stride[4][1] = 1;
+  torch::Tensor scratch = torch::empty({8388608}, x.options());
+  args.ptr[5] = scratch.data_ptr<float>();
+  static std::map<int, torch::Tensor> workspaces;  // one per device, allocated once
+  torch::Tensor& workspace = workspaces[x.get_device()];
+  if (!workspace.defined()) {
+    workspace = torch::empty({33554432}, x.options().dtype(torch::kUInt8));
+    C10_CUDA_CHECK(cudaMemsetAsync(workspace.data_ptr(), 0, 33554432, at::cuda::getCurrentCUDAStream()));
+  }
+  args.ptr[6] = static_cast<float*>(workspace.data_ptr());
   args.numel = 8388608;
   args.m = 4096; args.n = 2048; args.k = 2048; args.batch = 1;
   fusetune_launch_g0(args, at::cuda::getCurrentCUDAStream());
