@@ -105,6 +105,7 @@ const json& node_arg(const Node& n, size_t i, const char* name) {
 }
 
 bool is_half(const std::string& dtype) { return dtype == "float16" || dtype == "bfloat16"; }
+int half_kind(const std::string& dtype) { return dtype == "float16" ? 1 : dtype == "bfloat16" ? 2 : 0; }
 std::string half_suffix(const std::string& dtype) { return dtype == "float16" ? "f16" : "bf16"; }
 
 }  // namespace fusetune

@@ -57,6 +57,9 @@ struct Graph {
 // float16 or bfloat16: such tensors are stored as they are and computed in float32
 // (templates/half.cuh).
 bool is_half(const std::string& dtype);
+// A dtype as the templates' element kinds (half.cuh, gemm_tma_split.h's kGemmTma*, reduce.cuh's
+// slot_kind): 1 float16, 2 bfloat16, 0 anything else.
+int half_kind(const std::string& dtype);
 // The suffix of half.cuh's conversions for a half dtype: "f16" or "bf16" (float_to_f16, round_bf16...).
 std::string half_suffix(const std::string& dtype);
 

@@ -357,7 +357,7 @@ class RowCodegen {
     }
     for (int o : full_outs_) full_slots.push_back(gr_.out_slot + o);
     std::vector<int> slot_kinds;  // reduce.cuh's Op::slot_kind: 0 float32 (int64 too: not through p), 1 float16, 2 bfloat16
-    for (const Slot& slot : gr_.slots) slot_kinds.push_back(slot.dtype == "float16" ? 1 : slot.dtype == "bfloat16" ? 2 : 0);
+    for (const Slot& slot : gr_.slots) slot_kinds.push_back(half_kind(slot.dtype));
     const std::string values = values_fn(), after = after_fn(), out = scan_values_fn() + out_fn(), store = store_reduced_fn();
     auto c = [](const char* name, int64_t v) { return "  static constexpr int " + std::string(name) + " = " + std::to_string(v) + ";\n"; };
     return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" +

@@ -120,8 +120,8 @@ bool gemm_tma_b_mn(const Group& g) {
 }
 
 int gemm_operand_type(const Group& g) {
-  const std::string& dtype = g.slots.at(0).dtype;
-  return dtype == "float16" ? kGemmTmaFloat16 : dtype == "bfloat16" ? kGemmTmaBfloat16 : kGemmTmaFloat32;
+  static_assert(kGemmTmaFloat32 == 0 && kGemmTmaFloat16 == 1 && kGemmTmaBfloat16 == 2, "half_kind's codes");
+  return half_kind(g.slots.at(0).dtype);
 }
 
 std::string gemm_operand_arg(const Group& g) {
