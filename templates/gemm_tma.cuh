@@ -280,16 +280,6 @@ __device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, l
   }
 }
 
-// Every half output 8-byte aligned, so that 4 of its elements at an index divisible by 4 are one
-// store.
-template <class Op>
-__device__ __forceinline__ bool half_outputs_aligned(const KernelArgs& a) {
-  unsigned long long bits = 0;
-#pragma unroll
-  for (int h = 0; h < HalfOutputs<Op>::kCount; ++h) bits |= (unsigned long long)a.ptr[Op::kOutSlot + Op::kOut + h];
-  return bits % 8 == 0;
-}
-
 // The epilogue of those 4 outputs: x[0] the product, the full inputs at the same index,
 // Op::apply, the outputs stored; float4 stores where load_full4 loads float4 (and 4 halves as
 // one 8-byte store), else element by element. Storing after the 4 applies, not inside each,
@@ -595,7 +585,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
   // float4 epilogue: rows of whole float4s, every full input and float output 16-byte aligned,
   // every half output 8-byte aligned.
   consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, split_ws,
-                   a.n % 4 == 0 && vector_aligned<Op, 4>(a) && half_outputs_aligned<Op>(a));
+                   a.n % 4 == 0 && vector_aligned<Op, 4>(a));
 #else
   __trap();  // needs sm_90a (wgmma, setmaxnreg)
 #endif

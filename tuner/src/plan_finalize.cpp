@@ -70,9 +70,11 @@ Group finalize_group(Building& b) {
   const int64_t numel = gr.numel();
   gr.full_slot = (int)gr.slots.size();
   // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
-  // int64, bool or half input (the templates load Full slots as floats).
+  // int64 or bool input, nor a half one in an anchored group (the GEMM templates load Full slots
+  // as floats; elementwise.cuh loads half ones as halves: Op::kFullHalf).
   auto full = [&](const Step& s, const Layout& l) {
-    return !s.pool && s.cat.empty() && s.pad_inside.empty() && l.is_contiguous() && l.numel() == numel && !b.typed_values.count(l.base);
+    const bool typed = b.typed_values.count(l.base) && (anchored || !is_half(dtype_of(l.base)));
+    return !s.pool && s.cat.empty() && s.pad_inside.empty() && l.is_contiguous() && l.numel() == numel && !typed;
   };
   for (const Step& s : b.steps)
     for (const auto& [v, l] : s.loaded_operands)
@@ -191,13 +193,18 @@ Group finalize_group(Building& b) {
   for (const Step& s : b.steps)
     half = half || (s.node && s.node->op == "aten._to_copy.default" && s.node->kwargs.contains("dtype") &&
                     is_half(s.node->kwargs.at("dtype").value("dtype", "")));
-  // Half outputs follow the float ones (slots kOutSlot + kOut + h). A template that stores them
-  // itself, 4 at a time (gemm_tma.cuh), has apply leave them in y[kOut + h] (kHalfInY).
+  // Half outputs follow the float ones (slots kOutSlot + kOut + h). Templates that store them as
+  // vectors (elementwise.cuh, gemm_tma.cuh) have apply leave them in y[kOut + h] (kHalfInY).
+  unsigned full_half = 0;  // 2 bits per full input: 0 float32, 1 float16, 2 bfloat16
+  for (int i = 0; i < gr.n_full; ++i) full_half |= (unsigned)half_kind(gr.slots[gr.full_slot + i].dtype) << 2 * i;
   const std::string half_members =
-      half_outputs ? "  static constexpr int kHalfOut = " + std::to_string(half_outputs) + ";\n" +
+      (full_half ? "  static constexpr unsigned kFullHalf = " + std::to_string(full_half) +
+                       "u;  // 2 bits per full input: 1 float16, 2 bfloat16, else float32\n"
+                 : std::string()) +
+      (half_outputs ? "  static constexpr int kHalfOut = " + std::to_string(half_outputs) + ";\n" +
                          "  static constexpr unsigned kHalfOutBf16 = " + std::to_string(half_bf16) +
                          "u;  // bit h: half output h is bfloat16, else float16\n"
-                   : "";
+                   : "");
   gr.op_struct = std::string(pools ? "#include \"pool.cuh\"\n\n" : "") + (half ? "#include \"half.cuh\"\n\n" : "") + "namespace fusetune_gen {\nstruct " + gr.id + "_op {\n" +
                  "  static constexpr int kFullSlot = " + std::to_string(gr.full_slot) + ";\n" +
                  "  static constexpr int kFull = " + std::to_string(gr.n_full) + ";\n" +

@@ -233,8 +233,9 @@ TEST(Plan, Int64ToFloatCopyIsAConversion) {
       << g.op_struct;
 }
 
-// A float16 model as capture writes it: the input converted to float32 where it is read, the
-// chain computed in float32, the result rounded to float16 and stored as such.
+// A float16 model as capture writes it: the input converted to float32 where it is read (a full
+// input of kind float16: elementwise.cuh loads it as vectors of halves), the chain computed in
+// float32, the result rounded to float16 and stored as such.
 TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
   G b;
   b.value("x", {5, 7}, "input", "float16")
@@ -247,17 +248,17 @@ TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
   const Group& g = p.groups[0];
   EXPECT_EQ(g.nodes, (std::vector<std::string>{"r", "o"}));  // c is the half memory, read converted
   EXPECT_EQ(g.slots.at(0).dtype, "float16");
-  EXPECT_EQ(g.slots.at(0).access, Access::Strided);  // the templates load Full slots as floats
+  EXPECT_EQ(g.slots.at(0).access, Access::Full);
   ASSERT_EQ(g.outputs.size(), 1u);
   EXPECT_EQ(g.outputs[0].dtype, "float16");
   const std::string& op = g.op_struct;
   EXPECT_NE(op.find("#include \"half.cuh\""), std::string::npos) << op;
-  EXPECT_NE(op.find("fusetune::relu(fusetune::f16_to_float(reinterpret_cast<const unsigned short*>(a.ptr[0])["),
-            std::string::npos) << op;
+  EXPECT_NE(op.find("kFullHalf = 1u;"), std::string::npos) << op;
+  EXPECT_NE(op.find("fusetune::relu(x[0])"), std::string::npos) << op;
   EXPECT_NE(op.find("const float v1 = fusetune::round_f16((float)v0);"), std::string::npos) << op;
   EXPECT_NE(op.find("reinterpret_cast<unsigned short*>(a.ptr[1])[idx] = fusetune::float_to_f16(v1);"), std::string::npos) << op;
   EXPECT_NE(op.find("kOut = 0;"), std::string::npos) << op;
-  // A template that stores half outputs itself (gemm_tma, 4 at a time) gets them in y instead.
+  // Templates that store half outputs as vectors (elementwise, gemm_tma) get them in y instead.
   EXPECT_NE(op.find("kHalfOut = 1;"), std::string::npos) << op;
   EXPECT_NE(op.find("kHalfOutBf16 = 0u;"), std::string::npos) << op;
   EXPECT_NE(op.find("bool kBiasInProduct = false, bool kHalfInY = false>"), std::string::npos) << op;
@@ -296,6 +297,33 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
   EXPECT_EQ(families, (std::vector<std::string>{"gemm", "gemm_tma", "cublaslt_fp32"}));  // not TF32: half operands
   EXPECT_EQ(family_by_name("gemm_tma").precision(gr, Config{}), "bf16");
   EXPECT_TRUE(family_by_name("gemm_tma").allowed(gr, Config{}, "fp32"));  // exact products
+}
+
+// A half residual of a matrix product's epilogue is read element by element through a strided
+// slot: the GEMM templates load full inputs as floats (only elementwise.cuh loads half ones).
+TEST(Plan, HalfResidualOfAProductIsNotAFullInput) {
+  G b;
+  b.value("x", {8, 16}, "input", "bfloat16").value("w", {32, 16}, "parameter", "bfloat16");
+  b.value("r", {8, 32}, "input", "bfloat16");
+  const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {8, 16}, to_float)
+      .node("cw", "aten._to_copy.default", {G::ref("w")}, {32, 16}, to_float)
+      .node("cr", "aten._to_copy.default", {G::ref("r")}, {8, 32}, to_float)
+      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {16, 32})
+      .node("m", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
+      .node("s", "aten.add.Tensor", {G::ref("m"), G::ref("cr")}, {8, 32})
+      .node("o", "aten._to_copy.default", {G::ref("s")}, {8, 32}, json{{"dtype", {{"dtype", "bfloat16"}}}})
+      .values_dtype("o", "bfloat16");
+  const Plan p = plan_graph(b.build({"o"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "gemm");
+  EXPECT_EQ(gr.n_full, 0);
+  ASSERT_EQ(gr.slots.at(2).layout.base, "r");
+  EXPECT_EQ(gr.slots[2].access, Access::Strided);
+  EXPECT_EQ(gr.op_struct.find("kFullHalf"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("fusetune::bf16_to_float(reinterpret_cast<const unsigned short*>(a.ptr[2])"), std::string::npos)
+      << gr.op_struct;
 }
 
 // A plain batched A @ B of float16 tensors (B [batch][k][n], contiguous along n) reads them as
@@ -398,7 +426,8 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnceWhereTheyMustBe) {
     EXPECT_EQ(conv.family, "elementwise");
     EXPECT_EQ(conv.slots.at(0).dtype, "bfloat16");
     EXPECT_EQ(conv.outputs.at(0).dtype, "float32");
-    EXPECT_NE(conv.op_struct.find("fusetune::bf16_to_float("), std::string::npos) << conv.op_struct;
+    EXPECT_EQ(conv.slots.at(0).access, Access::Full);  // loaded as bfloat16 vectors
+    EXPECT_NE(conv.op_struct.find("kFullHalf = 2u;"), std::string::npos) << conv.op_struct;
   }
   EXPECT_EQ(p.groups[0].outputs[0].value, "cx");
   EXPECT_EQ(p.groups[1].outputs[0].value, "cw");
