@@ -268,40 +268,11 @@ TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
 
 // A matrix product of bfloat16 tensors that the TMA GEMM can read (K-major, rows of whole 16
 // bytes) reads them as they are: no conversion, bfloat16 operand slots, the weight's transpose a
-// view of the weight itself; the epilogue stores the bfloat16 result. Only the two GEMM families
-// with a half instance compete for it.
+// view of the weight itself; the epilogue adds a bfloat16 residual, read element by element
+// through a strided slot (the GEMM templates load full inputs as floats; only elementwise.cuh
+// loads half ones), and stores the bfloat16 result. Only the two GEMM families with a half
+// instance compete for it.
 TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
-  G b;
-  b.value("x", {8, 16}, "input", "bfloat16").value("w", {32, 16}, "parameter", "bfloat16");
-  const json to_float = json{{"dtype", {{"dtype", "float32"}}}};
-  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {8, 16}, to_float)
-      .node("cw", "aten._to_copy.default", {G::ref("w")}, {32, 16}, to_float)
-      .node("t", "aten.permute.default", std::vector<json>{G::ref("cw"), json::array({1, 0})}, {16, 32})
-      .node("m", "aten.mm.default", {G::ref("cx"), G::ref("t")}, {8, 32})
-      .node("o", "aten._to_copy.default", {G::ref("m")}, {8, 32}, json{{"dtype", {{"dtype", "bfloat16"}}}})
-      .values_dtype("o", "bfloat16");
-  const Plan p = plan_graph(b.build({"o"}));
-  ASSERT_EQ(p.groups.size(), 1u);
-  const Group& gr = p.groups[0];
-  EXPECT_EQ(gr.family, "gemm");
-  EXPECT_EQ(gr.slots[0].layout.base, "x");
-  EXPECT_EQ(gr.slots[0].dtype, "bfloat16");
-  EXPECT_EQ(gr.slots[1].layout.base, "w");
-  EXPECT_EQ(gr.slots[1].dtype, "bfloat16");
-  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 16}));
-  EXPECT_EQ(gemm_operand_type(gr), 2);
-  ASSERT_EQ(gr.outputs.size(), 1u);
-  EXPECT_EQ(gr.outputs[0].dtype, "bfloat16");
-  std::vector<std::string> families;
-  for (const Family* f : families_for(gr, "sm_90")) families.push_back(f->name());
-  EXPECT_EQ(families, (std::vector<std::string>{"gemm", "gemm_tma", "cublaslt_fp32"}));  // not TF32: half operands
-  EXPECT_EQ(family_by_name("gemm_tma").precision(gr, Config{}), "bf16");
-  EXPECT_TRUE(family_by_name("gemm_tma").allowed(gr, Config{}, "fp32"));  // exact products
-}
-
-// A half residual of a matrix product's epilogue is read element by element through a strided
-// slot: the GEMM templates load full inputs as floats (only elementwise.cuh loads half ones).
-TEST(Plan, HalfResidualOfAProductIsNotAFullInput) {
   G b;
   b.value("x", {8, 16}, "input", "bfloat16").value("w", {32, 16}, "parameter", "bfloat16");
   b.value("r", {8, 32}, "input", "bfloat16");
@@ -318,12 +289,25 @@ TEST(Plan, HalfResidualOfAProductIsNotAFullInput) {
   ASSERT_EQ(p.groups.size(), 1u);
   const Group& gr = p.groups[0];
   EXPECT_EQ(gr.family, "gemm");
+  EXPECT_EQ(gr.slots[0].layout.base, "x");
+  EXPECT_EQ(gr.slots[0].dtype, "bfloat16");
+  EXPECT_EQ(gr.slots[1].layout.base, "w");
+  EXPECT_EQ(gr.slots[1].dtype, "bfloat16");
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 16}));
+  EXPECT_EQ(gemm_operand_type(gr), 2);
   EXPECT_EQ(gr.n_full, 0);
   ASSERT_EQ(gr.slots.at(2).layout.base, "r");
   EXPECT_EQ(gr.slots[2].access, Access::Strided);
   EXPECT_EQ(gr.op_struct.find("kFullHalf"), std::string::npos) << gr.op_struct;
   EXPECT_NE(gr.op_struct.find("fusetune::bf16_to_float(reinterpret_cast<const unsigned short*>(a.ptr[2])"), std::string::npos)
       << gr.op_struct;
+  ASSERT_EQ(gr.outputs.size(), 1u);
+  EXPECT_EQ(gr.outputs[0].dtype, "bfloat16");
+  std::vector<std::string> families;
+  for (const Family* f : families_for(gr, "sm_90")) families.push_back(f->name());
+  EXPECT_EQ(families, (std::vector<std::string>{"gemm", "gemm_tma", "cublaslt_fp32"}));  // not TF32: half operands
+  EXPECT_EQ(family_by_name("gemm_tma").precision(gr, Config{}), "bf16");
+  EXPECT_TRUE(family_by_name("gemm_tma").allowed(gr, Config{}, "fp32"));  // exact products
 }
 
 // A plain batched A @ B of float16 tensors (B [batch][k][n], contiguous along n) reads them as
