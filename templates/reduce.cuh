@@ -183,6 +183,23 @@ template <class Op> __device__ __forceinline__ float* slot_at(float* p, int s, l
   return p + off;
 }
 
+// V elements of slot s from element `off` of its row p (slot_at: typed), converted to floats:
+// one vector, or one element repeated where `same` (a slot constant along the row).
+template <class Op, int V>
+__device__ __forceinline__ void load_elems(const float* p, int s, long long off, bool same, float (&v)[V]) {
+  int kind = 0;
+  if constexpr (Op::kHalfSlots) kind = Op::slot_kind(s);
+  if (V == 1 || same) {
+    const float f = kind ? half_to_float(reinterpret_cast<const unsigned short*>(p)[off], kind) : p[off];
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = f;
+  } else if (kind) {
+    load_halves<V>(reinterpret_cast<const unsigned short*>(p) + off, kind, v);
+  } else {
+    load_vec<V>(p + off, v);
+  }
+}
+
 // Stores V values as one vector of V halves at element `off` of a half slot's row p (the row's
 // float32 slots: false, nothing stored).
 template <class Op, int V>
@@ -231,19 +248,10 @@ template <class Op> struct Row {
 
   // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on).
   template <int V> __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[V][Op::kIn]) const {
-    const float* q = p[s] + Op::elem_offset(s, e);
-    if (V == 1) {
-      x[0][s] = *q;
-    } else if (Op::inner_stride(s) == 0) {
-      const float v = *q;
+    float v[V];
+    load_elems<Op, V>(p[s], s, Op::elem_offset(s, e), Op::inner_stride(s) == 0, v);
 #pragma unroll
-      for (int j = 0; j < V; ++j) x[j][s] = v;
-    } else {
-      float v[V];
-      load_vec<V>(q, v);
-#pragma unroll
-      for (int j = 0; j < V; ++j) x[j][s] = v[j];
-    }
+    for (int j = 0; j < V; ++j) x[j][s] = v[j];
   }
 
   template <int V> __device__ __forceinline__ void load(const KernelArgs& a, long long e, float (&x)[V][Op::kIn]) const {
@@ -566,18 +574,18 @@ template <class Op, int R> struct Rows {
   // x[j][s] = element e of row j in input slot s.
   __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[R][Op::kIn]) const {
     const long long off = Op::elem_offset(s, e);
-    if (vec && Op::row_stride(s) == 1) {
+    if (vec && (Op::row_stride(s) == 1 || Op::row_stride(s) == 0)) {
       float v[R];
-      load_vec<R>(row[0].p[s] + off, v);
+      load_elems<Op, R>(row[0].p[s], s, off, Op::row_stride(s) == 0, v);
 #pragma unroll
       for (int j = 0; j < R; ++j) x[j][s] = v[j];
-    } else if (vec && Op::row_stride(s) == 0) {
-      const float v = row[0].p[s][off];
-#pragma unroll
-      for (int j = 0; j < R; ++j) x[j][s] = v;
     } else {
 #pragma unroll
-      for (int j = 0; j < R; ++j) x[j][s] = row[j].p[s][off];
+      for (int j = 0; j < R; ++j) {
+        float v[1];
+        load_elems<Op, 1>(row[j].p[s], s, off, true, v);
+        x[j][s] = v[0];
+      }
     }
   }
 

@@ -169,7 +169,9 @@ void Planner::check_float(const std::string& value, const Node* n, bool int64_ok
 
 // A value read from memory by node n: float32 tensors, and int64 ones where elementwise ops read
 // them (converted as PyTorch promotes them, or kept in 64 bits by the int64 ops), and half ones
-// there too (converted as they load); other kernels read a half tensor's float32 copy.
+// there and where half_ok says the reader converts them as it loads (elementwise steps of any
+// group, row groups, a product's operands where a family multiplies them); other kernels read a
+// half tensor's float32 copy.
 const Layout& Planner::operand(const std::string& v, const Node& n, bool int64_ok, bool half_ok) {
   const Layout& l = memory_.at(v);
   const bool half = is_half(memory_dtype(l.base));
@@ -180,9 +182,9 @@ const Layout& Planner::operand(const std::string& v, const Node& n, bool int64_o
 }
 
 // Capture follows every half tensor with its float32 conversion (conversions_), which elementwise
-// steps read from the half memory itself. A kernel that reads floats only (a matrix product, a
-// row group, a pooling...) reads that conversion written out in float32, once, by an elementwise
-// group: v, a view of it, becomes the same view of the copy.
+// steps and row groups read from the half memory itself. A kernel that reads floats only (a
+// matrix product the TMA GEMM cannot read in half, a pooling...) reads that conversion written out
+// in float32, once, by an elementwise group: v, a view of it, becomes the same view of the copy.
 const Layout& Planner::float_copy(const std::string& v, const Node& n) {
   const Layout l = memory_.at(v);
   const auto it = conversions_.find(l.base);
@@ -500,19 +502,18 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   check_result(n, out);
   const auto operands = computed_operands(n);
   int target = -1, latest_producer = -1;
-  bool reads_index = false, reads_half = false;
+  bool reads_index = false;
   for (const auto& [pos, v] : operands) {
     if (index_values_.count(v)) reads_index = true;  // inlined: in no group, read from no memory
     else if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
     else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
-    if (memory_.count(v) && is_half(memory_dtype(memory_.at(v).base))) reads_half = true;
   }
   const bool int64 = out.dtype == "int64";
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
-    // Row groups load float32 values, and store float32 or half ones (a rounding of the model's)
-    // per element or per row (and int64 indices per row).
-    if (!int64 && !reads_index && !reads_half && target > latest_producer &&
+    // Row groups load float32 and half values, and store float32 or half ones (a rounding of the
+    // model's) per element or per row (and int64 indices per row).
+    if (!int64 && !reads_index && target > latest_producer &&
         join_row(target, n, out, operands))
       return;
     target = -1;  // a new group, reading the row group's values from memory
@@ -550,7 +551,8 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
       continue;
     }
     if (it != fused_.end()) materialize(v);
-    auto aligned = broadcast_to(operand(v, n, /*int64_ok=*/per_row == nullptr), shape);
+    // Half memory as it is: elementwise and GEMM epilogues load it converting, row kernels too.
+    auto aligned = broadcast_to(operand(v, n, /*int64_ok=*/per_row == nullptr, /*half_ok=*/true), shape);
     if (aligned && per_row) aligned = row_to_domain(*per_row, *aligned);
     if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
     step.loaded_operands[v] = *aligned;

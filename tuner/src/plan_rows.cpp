@@ -131,7 +131,10 @@ class RowCodegen {
   void make_slots() {
     for (const Step& s : b_.steps)
       for (const auto& [v, l] : s.loaded_operands) input_slot(l);
-    for (const Layout& l : inputs_) gr_.slots.push_back(Slot{l, Access::Strided});
+    for (const Layout& l : inputs_) {  // float32 or half memory (reduce.cuh converts it as it loads)
+      const auto typed = b_.typed_values.find(l.base);
+      gr_.slots.push_back(Slot{l, Access::Strided, typed == b_.typed_values.end() ? "float32" : typed->second});
+    }
     gr_.full_slot = 0;
     gr_.n_full = 0;
     gr_.out_slot = (int)gr_.slots.size();
@@ -158,7 +161,11 @@ class RowCodegen {
       const std::string v = value_ref(a);
       if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
       const int slot = input_slot(s.loaded_operands.at(v));
-      return per_row ? "p[" + std::to_string(slot) + "][0]" : "x[" + std::to_string(slot) + "]";
+      if (!per_row) return "x[" + std::to_string(slot) + "]";
+      const std::string p = "p[" + std::to_string(slot) + "]";
+      const int kind = half_kind(gr_.slots.at(slot).dtype);
+      return kind ? "fusetune::half_to_float(*reinterpret_cast<const unsigned short*>(" + p + "), " + std::to_string(kind) + ")"
+                  : p + "[0]";
     }
     if (is_number(a)) return float_literal(number(a));
     if (a.is_string()) return a.get<std::string>();

@@ -119,7 +119,8 @@ int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, co
   for (const Step& s : b.steps)
     if (s.pool || !s.node || s.gather_extent > 0 || !s.cat.empty() || !s.pad_inside.empty())
       return -1;  // read by window, copied, gathered, concatenated or padded: not an element of the row
-  if (!b.typed_values.empty()) return -1;  // row kernels load floats only
+  for (const auto& [v, dtype] : b.typed_values)
+    if (!is_half(dtype)) return -1;  // row kernels load float32 and half memory only
   b.group.family = "reduce";
   b.row.domain = shape;
   b.row.reduced = reduced;
@@ -139,7 +140,7 @@ int Planner::rows_over(const Node& n, const std::string& v, const std::vector<bo
     }
     materialize(v);
   }
-  const Layout& l = operand(v, n);
+  const Layout& l = operand(v, n, /*int64_ok=*/false, /*half_ok=*/true);  // row kernels load half converting
   const int last = (int)groups_.size() - 1;
   const bool join_last = last > producer_.at(l.base) && is_row_group(last) && groups_[last].row.domain == shape &&
                          groups_[last].row.reduced == reduced;

@@ -255,13 +255,12 @@ TEST(Emit, HalfTensorsBuild) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_half.py");
   std::vector<std::string> families;
   for (const Group& gr : cap.plan.groups) families.push_back(gr.family);
-  // The softmax: x converted for the row kernel (g3), which stores its float16 result (g4).
-  ASSERT_EQ(families, (std::vector<std::string>{"gemm", "elementwise", "gemm", "elementwise", "reduce"}));
+  // The softmax: a row kernel reading float16 x as it is and storing its float16 result (g3).
+  ASSERT_EQ(families, (std::vector<std::string>{"gemm", "elementwise", "gemm", "reduce"}));
   const std::map<std::string, KernelChoice> kernels = {{"g0", KernelChoice{"gemm_tma", "gemm_tma.cuh"}},
                                                        {"g1", KernelChoice{"elementwise", "elementwise.cuh"}},
                                                        {"g2", KernelChoice{"gemm_tma", "gemm_tma.cuh"}},
-                                                       {"g3", KernelChoice{"elementwise", "elementwise.cuh"}},
-                                                       {"g4", KernelChoice{"reduce", "reduce.cuh"}}};
+                                                       {"g3", KernelChoice{"reduce", "reduce.cuh"}}};
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string kdir = path_join(cap.o.out, "extension/kernels");
   const std::string g0 = read_file(path_join(kdir, "g0_binding.cpp")), g1 = read_file(path_join(kdir, "g1_binding.cpp"));
@@ -277,10 +276,10 @@ TEST(Emit, HalfTensorsBuild) {
   const std::string g2_cu = read_file(path_join(kdir, "g2.cu"));  // v read MN-major: B_MN = 1
   EXPECT_NE(g2_cu.find("fusetune::launch_gemm_tma<tuned::BM, tuned::BN, tuned::STAGES, tuned::CLUSTER, 1, 1>("),
             std::string::npos) << g2_cu;
-  const std::string g4_cu = read_file(path_join(kdir, "g4.cu")), g4 = read_file(path_join(kdir, "g4_binding.cpp"));
-  EXPECT_NE(g4_cu.find("slot_kind(int i) { return i == 0 ? 0 : i == 1 ? 1 : -1; }"), std::string::npos) << g4_cu;
-  EXPECT_NE(g4.find("torch::empty({8, 16}, _to_copy_default_2.options().dtype(torch::kFloat16));"), std::string::npos)
-      << g4;  // float16, read from float32
+  const std::string g3_cu = read_file(path_join(kdir, "g3.cu")), g3 = read_file(path_join(kdir, "g3_binding.cpp"));
+  EXPECT_NE(g3_cu.find("slot_kind(int i) { return i == 0 ? 1 : i == 1 ? 1 : -1; }"), std::string::npos) << g3_cu;
+  EXPECT_NE(g3.find("fusetune::check_input(x, \"x\", {8, 16}, torch::kFloat16);"), std::string::npos) << g3;
+  EXPECT_NE(g3.find("torch::empty({8, 16}, x.options());"), std::string::npos) << g3;  // float16, as x
   write_first_config_best(cap.o, cap.g, cap.plan, kernels);
   ASSERT_NO_THROW(stage_build(cap.o));
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());

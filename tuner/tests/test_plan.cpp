@@ -429,32 +429,38 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreConvertedOnceWhereTheyMustBe) {
   EXPECT_NE(second.op_struct.find("kHalfOutBf16 = 1u;"), std::string::npos) << second.op_struct;
 }
 
-// A row group loads float32 values and stores half ones too: a reduction's result rounded to
-// float16 is stored by the row group (per row, converted by store_reduced); its product with a
-// float16 input (half memory: row kernels load floats only) is an elementwise group after it.
+// A row group reads half memory as it is and stores half values: the row sum of a bfloat16 input
+// (reduce.cuh converts the row's elements as it loads them, Op::slot_kind 2; no float32 copy is
+// written first), rounded to float16 and stored by the row group (per row, converted by
+// store_reduced); its product with a float16 per-row input joins the row group, whose generated
+// code loads that input converting it.
 TEST(Plan, HalfValuesOfARowGroupAreStoredByIt) {
   G b;
-  b.value("x", {4, 8}, "input").value("y", {4}, "input", "float16");
-  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {4})
+  b.value("x", {4, 8}, "input", "bfloat16").value("y", {4}, "input", "float16");
+  b.node("cx", "aten._to_copy.default", {G::ref("x")}, {4, 8}, json{{"dtype", {{"dtype", "float32"}}}})
+      .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("cx"), json::array({1})}, {4})
       .node("o", "aten._to_copy.default", {G::ref("s")}, {4}, json{{"dtype", {{"dtype", "float16"}}}})
       .values_dtype("o", "float16")
       .node("cy", "aten._to_copy.default", {G::ref("y")}, {4}, json{{"dtype", {{"dtype", "float32"}}}})
       .node("m", "aten.mul.Tensor", {G::ref("s"), G::ref("cy")}, {4});
   const Plan p = plan_graph(b.build({"o", "m"}));
-  ASSERT_EQ(p.groups.size(), 2u);
+  ASSERT_EQ(p.groups.size(), 1u);
   const Group& rows = p.groups[0];
   EXPECT_EQ(rows.family, "reduce");
-  EXPECT_EQ(rows.nodes, (std::vector<std::string>{"s", "o"}));
+  EXPECT_EQ(rows.nodes, (std::vector<std::string>{"s", "o", "m"}));
   std::map<std::string, std::string> dtypes;
   for (const GroupOutput& out : rows.outputs) dtypes[out.value] = out.dtype;
-  EXPECT_EQ(dtypes, (std::map<std::string, std::string>{{"o", "float16"}, {"s", "float32"}}));
+  EXPECT_EQ(dtypes, (std::map<std::string, std::string>{{"m", "float32"}, {"o", "float16"}}));
   EXPECT_NE(rows.op_struct.find("*reinterpret_cast<unsigned short*>(p["), std::string::npos) << rows.op_struct;
   EXPECT_NE(rows.op_struct.find("]) = fusetune::float_to_f16(red["), std::string::npos) << rows.op_struct;
   EXPECT_NE(rows.op_struct.find("fusetune::round_f16("), std::string::npos) << rows.op_struct;
+  EXPECT_NE(rows.op_struct.find("fusetune::half_to_float(*reinterpret_cast<const unsigned short*>(p["), std::string::npos)
+      << rows.op_struct;
+  std::map<std::string, std::string> inputs;
   for (const Slot& sl : rows.slots)
-    if (sl.access != Access::Output) EXPECT_EQ(sl.dtype, "float32");
-  EXPECT_EQ(p.groups[1].family, "elementwise");
-  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"m"}));
+    if (sl.access != Access::Output) inputs[sl.layout.base] = sl.dtype;
+  EXPECT_EQ(inputs, (std::map<std::string, std::string>{{"x", "bfloat16"}, {"y", "float16"}}));
+  EXPECT_NE(rows.op_struct.find("kHalfSlots = true;"), std::string::npos) << rows.op_struct;
 }
 
 // Per element: a normalized row rounded to bfloat16 (softmax in a bfloat16 model) is the row
