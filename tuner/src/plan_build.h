@@ -106,6 +106,9 @@ struct Building {
 // view over the domain, with stride 0 along the reduced dimensions; empty if they do not line up.
 std::optional<Layout> row_to_domain(const RowInfo& row, Layout l);
 
+// Element `at` of slot pointer `slot` (a float*) holding `dtype`, as the float (or int64) the
+// kernels compute with: the generated code of a load.
+std::string typed_load(const std::string& slot, const std::string& dtype, const std::string& at);
 Group finalize_group(Building& b);
 Group finalize_rows(Building& b);
 

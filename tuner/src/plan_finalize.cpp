@@ -29,16 +29,6 @@ const Layout* per_column_bias(const Node& n, const std::map<std::string, Layout>
   return !l.strides.empty() && l.strides.back() == 1 ? &l : nullptr;
 }
 
-// Element `at` of slot pointer `slot` (a float*) holding `dtype`, as the float (or int64) the
-// kernels compute with.
-std::string typed_load(const std::string& slot, const std::string& dtype, const std::string& at) {
-  if (dtype == "int64") return "reinterpret_cast<const long long*>(" + slot + ")" + at;
-  if (dtype == "bool") return "(float)reinterpret_cast<const unsigned char*>(" + slot + ")" + at;  // 0 / 1, as comparisons give
-  if (dtype == "float16") return "fusetune::f16_to_float(reinterpret_cast<const unsigned short*>(" + slot + ")" + at + ")";
-  if (dtype == "bfloat16") return "fusetune::bf16_to_float(reinterpret_cast<const unsigned short*>(" + slot + ")" + at + ")";
-  return slot + at;
-}
-
 // The statement storing variable var into element idx of slot s, an output of a dtype the
 // templates do not store (those store float32 outputs).
 std::string typed_store(int s, const std::string& dtype, const std::string& var) {
@@ -49,6 +39,14 @@ std::string typed_store(int s, const std::string& dtype, const std::string& var)
 }
 
 }  // namespace
+
+std::string typed_load(const std::string& slot, const std::string& dtype, const std::string& at) {
+  if (dtype == "int64") return "reinterpret_cast<const long long*>(" + slot + ")" + at;
+  if (dtype == "bool") return "(float)reinterpret_cast<const unsigned char*>(" + slot + ")" + at;  // 0 / 1, as comparisons give
+  if (dtype == "float16") return "fusetune::f16_to_float(reinterpret_cast<const unsigned short*>(" + slot + ")" + at + ")";
+  if (dtype == "bfloat16") return "fusetune::bf16_to_float(reinterpret_cast<const unsigned short*>(" + slot + ")" + at + ")";
+  return slot + at;
+}
 
 Group finalize_group(Building& b) {
   Group& gr = b.group;

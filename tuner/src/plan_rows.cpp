@@ -162,10 +162,7 @@ class RowCodegen {
       if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
       const int slot = input_slot(s.loaded_operands.at(v));
       if (!per_row) return "x[" + std::to_string(slot) + "]";
-      const std::string p = "p[" + std::to_string(slot) + "]";
-      const int kind = half_kind(gr_.slots.at(slot).dtype);
-      return kind ? "fusetune::half_to_float(*reinterpret_cast<const unsigned short*>(" + p + "), " + std::to_string(kind) + ")"
-                  : p + "[0]";
+      return typed_load("p[" + std::to_string(slot) + "]", gr_.slots.at(slot).dtype, "[0]");
     }
     if (is_number(a)) return float_literal(number(a));
     if (a.is_string()) return a.get<std::string>();

@@ -454,7 +454,7 @@ TEST(Plan, HalfValuesOfARowGroupAreStoredByIt) {
   EXPECT_NE(rows.op_struct.find("*reinterpret_cast<unsigned short*>(p["), std::string::npos) << rows.op_struct;
   EXPECT_NE(rows.op_struct.find("]) = fusetune::float_to_f16(red["), std::string::npos) << rows.op_struct;
   EXPECT_NE(rows.op_struct.find("fusetune::round_f16("), std::string::npos) << rows.op_struct;
-  EXPECT_NE(rows.op_struct.find("fusetune::half_to_float(*reinterpret_cast<const unsigned short*>(p["), std::string::npos)
+  EXPECT_NE(rows.op_struct.find("fusetune::f16_to_float(reinterpret_cast<const unsigned short*>(p["), std::string::npos)
       << rows.op_struct;
   std::map<std::string, std::string> inputs;
   for (const Slot& sl : rows.slots)
