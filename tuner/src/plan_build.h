@@ -91,8 +91,9 @@ std::vector<int64_t> without_unit_dims(const std::vector<int64_t>& shape);
 
 struct Building {
   Group group;
-  // Values the group reads from memory in another dtype than float32: int64, or bool (inputs and
-  // state of the model; a bool the kernels computed is written as float 0 / 1).
+  // Values the group reads from memory in another dtype than float32: int64, bool (inputs and
+  // state of the model; a bool the kernels computed is written as float 0 / 1), float16 or
+  // bfloat16.
   std::map<std::string, std::string> typed_values;
   std::vector<Step> steps;
   Layout a, b;  // gemm operands
@@ -100,6 +101,12 @@ struct Building {
   // A step reads an index value (arange) as an expression of the linear index idx, which only
   // elementwise and matrix-product groups have: the group never becomes a row group.
   bool reads_index = false;
+
+  // The dtype the group reads `base` in from memory: float32 unless typed_values says otherwise.
+  std::string dtype_of(const std::string& base) const {
+    const auto it = typed_values.find(base);
+    return it == typed_values.end() ? "float32" : it->second;
+  }
 };
 
 // A layout over a row shape (the reduced shape, with or without the reduced dimensions kept) as a

@@ -51,18 +51,14 @@ std::string typed_load(const std::string& slot, const std::string& dtype, const 
 Group finalize_group(Building& b) {
   Group& gr = b.group;
   const bool anchored = gr.family != "elementwise";
-  auto dtype_of = [&](const std::string& value) {
-    const auto it = b.typed_values.find(value);
-    return it == b.typed_values.end() ? std::string("float32") : it->second;
-  };
   if (anchored) {  // a matrix product's operands may be half (Planner::add_anchor)
-    gr.slots.push_back(Slot{b.a, Access::Operand, dtype_of(b.a.base)});
-    gr.slots.push_back(Slot{b.b, Access::Operand, dtype_of(b.b.base)});
+    gr.slots.push_back(Slot{b.a, Access::Operand, b.dtype_of(b.a.base)});
+    gr.slots.push_back(Slot{b.b, Access::Operand, b.dtype_of(b.b.base)});
   }
   auto slot_of = [&](const Layout& l, Access access) {
     for (size_t i = 0; i < gr.slots.size(); ++i)
       if (gr.slots[i].access == access && gr.slots[i].layout == l) return (int)i;
-    gr.slots.push_back(Slot{l, access, dtype_of(l.base)});
+    gr.slots.push_back(Slot{l, access, b.dtype_of(l.base)});
     return (int)gr.slots.size() - 1;
   };
   const int64_t numel = gr.numel();
@@ -71,7 +67,7 @@ Group finalize_group(Building& b) {
   // int64 or bool input, nor a half one in an anchored group (the GEMM templates load Full slots
   // as floats; elementwise.cuh loads half ones as halves: Op::kFullHalf).
   auto full = [&](const Step& s, const Layout& l) {
-    const bool typed = b.typed_values.count(l.base) && (anchored || !is_half(dtype_of(l.base)));
+    const bool typed = b.typed_values.count(l.base) && (anchored || !is_half(b.dtype_of(l.base)));
     return !s.pool && s.cat.empty() && s.pad_inside.empty() && l.is_contiguous() && l.numel() == numel && !typed;
   };
   for (const Step& s : b.steps)
@@ -98,7 +94,7 @@ Group finalize_group(Building& b) {
     for (int i = gr.full_slot; i < gr.full_slot + gr.n_full; ++i)
       if (gr.slots[i].layout == l) return "x[" + std::to_string(anchor_inputs + i - gr.full_slot) + "]";
     const int s = slot_of(l, Access::Strided);
-    return typed_load("a.ptr[" + std::to_string(s) + "]", dtype_of(l.base), "[" + offset_expr(l, "idx") + "]");
+    return typed_load("a.ptr[" + std::to_string(s) + "]", b.dtype_of(l.base), "[" + offset_expr(l, "idx") + "]");
   };
   // A cat's part or a pad's input: the strided view over the result, `shift` elements back.
   auto shifted_load = [&](const Layout& l, int64_t shift) {
@@ -160,7 +156,7 @@ Group finalize_group(Building& b) {
       if (s.anchor) {
         const Layout* bias = per_column_bias(n, s.loaded_operands);
         // A library adds a bias of its operands' dtype (float32, or the half type of both).
-        const std::string bias_dtype = bias ? dtype_of(bias->base) : "";
+        const std::string bias_dtype = bias ? b.dtype_of(bias->base) : "";
         if (bias && bias_dtype == gr.slots[0].dtype && gr.slots[1].dtype == bias_dtype &&
             (bias_dtype == "float32" || is_half(bias_dtype))) {
           gr.bias_slot = slot_of(*bias, Access::Strided);

@@ -131,10 +131,8 @@ class RowCodegen {
   void make_slots() {
     for (const Step& s : b_.steps)
       for (const auto& [v, l] : s.loaded_operands) input_slot(l);
-    for (const Layout& l : inputs_) {  // float32 or half memory (reduce.cuh converts it as it loads)
-      const auto typed = b_.typed_values.find(l.base);
-      gr_.slots.push_back(Slot{l, Access::Strided, typed == b_.typed_values.end() ? "float32" : typed->second});
-    }
+    for (const Layout& l : inputs_)  // float32 or half memory (reduce.cuh converts it as it loads)
+      gr_.slots.push_back(Slot{l, Access::Strided, b_.dtype_of(l.base)});
     gr_.full_slot = 0;
     gr_.n_full = 0;
     gr_.out_slot = (int)gr_.slots.size();
