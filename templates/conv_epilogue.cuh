@@ -83,7 +83,7 @@ template <int MATH, class Op, int V>
 __device__ __forceinline__ void epilogue_run(const KernelArgs& a, long long idx, const float (&w)[V]) {
   float full[Op::kFull + 1][V];
 #pragma unroll
-  for (int s = 0; s < Op::kFull; ++s) load_vec<V>(a.ptr[Op::kFullSlot + s] + idx, full[s]);
+  for (int s = 0; s < Op::kFull; ++s) load_full<Op, V>(a, s, idx, full[s]);
   float y[out_count<Op>()][V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {

@@ -1,5 +1,5 @@
 // Fused elementwise kernel: every output element is Op::apply of the inputs at the same linear
-// index. Tuning parameters: threads per block, vector width (floats per load), independent
+// index. Tuning parameters: threads per block, vector width (elements per load), independent
 // vectors per thread (ILP) and the transcendental arithmetic (MATH, see fused_math.cuh).
 // Op is generated per kernel group by the tuner. Full inputs and outputs may hold float16 or
 // bfloat16 (FullKinds, HalfOutputs: half.cuh); they move as vectors of VEC halves.

@@ -4,6 +4,7 @@
 // float32 operands (0), or float16 (1) / bfloat16 (2) ones converted as they load.
 // Tuning parameters: the BM x BN x BK block tile and the TM x TN outputs of each thread.
 #pragma once
+#include "elementwise.cuh"  // load_full
 #include "fusetune_args.h"
 #include "fused_math.cuh"
 #include "half.cuh"
@@ -90,7 +91,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) gemm_kernel(const Kerne
       float y[out_count<Op>()];
       x[0] = acc[i][j];
 #pragma unroll
-      for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][idx];
+      for (int s = 0; s < Op::kFull; ++s) {
+        float v[1];
+        load_full<Op, 1>(a, s, idx, v);
+        x[1 + s] = v[0];
+      }
       Op::template apply<0>(a, idx, x, y);  // the epilogue keeps accurate libm arithmetic
 #pragma unroll
       for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx] = y[o];

@@ -16,7 +16,7 @@ struct ProductFirst {
   static_assert(Op::kFullSlot >= 1, "the product needs the slot before the full inputs");
   static constexpr int kFullSlot = Op::kFullSlot - 1;
   static constexpr int kFull = Op::kFull + 1;
-  static constexpr unsigned kFullHalf = PRODUCT;  // the product's kind; an anchored Op's full inputs are float32
+  static constexpr unsigned kFullHalf = PRODUCT | FullKinds<Op>::kBits << 2;  // the product's kind, then Op's inputs'
   static constexpr int kOutSlot = Op::kOutSlot;
   static constexpr int kOut = Op::kOut;
   static constexpr int kIn = Op::kIn;

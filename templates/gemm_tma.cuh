@@ -17,7 +17,7 @@
 // Host side (tensor maps, SM count, shared-memory opt-in): tma_map.h; launch geometry: launch.h.
 // Design notes and measurements of the prototype it grew from: docs/GEMM_TMA.md.
 #pragma once
-#include "elementwise.cuh"  // vector_aligned
+#include "elementwise.cuh"  // vector_aligned, load_full
 #include "fused_math.cuh"
 #include "fusetune_args.h"
 #include "gemm_tma_layout.h"
@@ -238,12 +238,15 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
     }
     if (Op::kFull > 0 && unit.part == 0) {  // one prefetch per 128-byte line of the tile's rows
       const int rows = min((long long)Cfg::BM, a.m - tc.m0), cols = min((long long)Cfg::BN, a.n - tc.n0);
-      const int lines = (cols + 31) / 32;
       const long long first = ((long long)tc.b * a.m + tc.m0) * a.n + tc.n0;
 #pragma unroll
-      for (int s = 0; s < Op::kFull; ++s)
+      for (int s = 0; s < Op::kFull; ++s) {
+        const int size = FullKinds<Op>::kind(s) ? 2 : 4, per_line = 128 / size;  // bytes, elements
+        const int lines = (cols + per_line - 1) / per_line;
+        const char* base = reinterpret_cast<const char*>(a.ptr[Op::kFullSlot + s]);
         for (int i = lane; i < rows * lines; i += 32)
-          sm90::prefetch_l2(a.ptr[Op::kFullSlot + s] + first + (long long)(i / lines) * a.n + 32 * (i % lines));
+          sm90::prefetch_l2(base + (first + (long long)(i / lines) * a.n + per_line * (i % lines)) * size);
+      }
     }
   }
   // Leave only when the consumers have released every stage: no TMA write is then in flight
@@ -263,8 +266,8 @@ __device__ __forceinline__ unsigned staged_offset(int r, int chunk) {
 }
 
 // The full inputs (a residual) of 4 consecutive outputs at linear index idx (column col), loaded
-// ahead of finish4 where it takes them as float4 (the launch allows it and all 4 columns are
-// inside N); finish4 reads them itself element by element elsewhere.
+// ahead of finish4 where it takes them as vectors (float4, or 4 halves: the launch allows it and
+// all 4 columns are inside N); finish4 reads them itself element by element elsewhere.
 template <class Op>
 struct Full4 {
   float v[Op::kFull > 0 ? Op::kFull : 1][4];
@@ -275,13 +278,17 @@ __device__ __forceinline__ void load_full4(const KernelArgs& a, long long idx, l
   if (!vec_ok || col + 4 > a.n) return;
 #pragma unroll
   for (int s = 0; s < Op::kFull; ++s) {
-    const float4 t = __ldg(reinterpret_cast<const float4*>(a.ptr[Op::kFullSlot + s] + idx));
-    in.v[s][0] = t.x, in.v[s][1] = t.y, in.v[s][2] = t.z, in.v[s][3] = t.w;
+    if (FullKinds<Op>::kind(s)) {
+      load_full<Op, 4>(a, s, idx, in.v[s]);
+    } else {  // through the read-only path, as this loop has always loaded float residuals
+      const float4 t = __ldg(reinterpret_cast<const float4*>(a.ptr[Op::kFullSlot + s] + idx));
+      in.v[s][0] = t.x, in.v[s][1] = t.y, in.v[s][2] = t.z, in.v[s][3] = t.w;
+    }
   }
 }
 
 // The epilogue of those 4 outputs: x[0] the product, the full inputs at the same index,
-// Op::apply, the outputs stored; float4 stores where load_full4 loads float4 (and 4 halves as
+// Op::apply, the outputs stored; float4 stores where load_full4 loads vectors (and 4 halves as
 // one 8-byte store), else element by element. Storing after the 4 applies, not inside each,
 // leaves the compiler free to issue the 4 elements' loads of broadcast inputs (a bias) together.
 template <class Op>
@@ -321,7 +328,11 @@ __device__ __forceinline__ void finish4(const KernelArgs& a, const float (&v)[4]
     float y[out_count<Op>()];
     x[0] = v[j];
 #pragma unroll
-    for (int s = 0; s < Op::kFull; ++s) x[1 + s] = a.ptr[Op::kFullSlot + s][idx + j];
+    for (int s = 0; s < Op::kFull; ++s) {
+      float t[1];
+      load_full<Op, 1>(a, s, idx + j, t);
+      x[1 + s] = t[0];
+    }
     Op::template apply<0>(a, idx + j, x, y);
 #pragma unroll
     for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx + j] = y[o];
@@ -582,8 +593,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
     return;
   }
   sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
-  // float4 epilogue: rows of whole float4s, every full input and float output 16-byte aligned,
-  // every half output 8-byte aligned.
+  // Vector epilogue: rows of whole float4s, every float input and output 16-byte aligned, every
+  // half one 8-byte aligned.
   consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, split_ws,
                    a.n % 4 == 0 && vector_aligned<Op, 4>(a));
 #else

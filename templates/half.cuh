@@ -94,15 +94,17 @@ struct HalfOutputs<Op, decltype(void(Op::kHalfOut))> {
   __host__ __device__ static constexpr int kind(int h) { return (kBf16 >> h & 1u) ? 2 : 1; }
 };
 
-// The kinds of a generated Op's full inputs (plan_finalize.cpp): 2 bits per input in kFullHalf,
-// 0 float32, 1 float16, 2 bfloat16; all float32 where Op does not declare it.
+// The kinds of a generated Op's full inputs (plan_finalize.cpp): 2 bits per input in kFullHalf
+// (kBits), 0 float32, 1 float16, 2 bfloat16; all float32 where Op does not declare it.
 template <class Op, class = void>
 struct FullKinds {
+  static constexpr unsigned kBits = 0;
   __host__ __device__ static constexpr int kind(int) { return 0; }
 };
 template <class Op>
 struct FullKinds<Op, decltype(void(Op::kFullHalf))> {
-  __host__ __device__ static constexpr int kind(int s) { return (int)(Op::kFullHalf >> 2 * s & 3u); }
+  static constexpr unsigned kBits = Op::kFullHalf;
+  __host__ __device__ static constexpr int kind(int s) { return (int)(kBits >> 2 * s & 3u); }
 };
 
 // x.half() / x.bfloat16() inside a model: the value those casts give, held as a float.

@@ -64,10 +64,9 @@ Group finalize_group(Building& b) {
   const int64_t numel = gr.numel();
   gr.full_slot = (int)gr.slots.size();
   // A pooled input is read through its own view (its windows), never as a Full slot; nor is an
-  // int64 or bool input, nor a half one in an anchored group (the GEMM templates load Full slots
-  // as floats; elementwise.cuh loads half ones as halves: Op::kFullHalf).
+  // int64 or bool input. Half ones are (every template loads them as halves: Op::kFullHalf).
   auto full = [&](const Step& s, const Layout& l) {
-    const bool typed = b.typed_values.count(l.base) && (anchored || !is_half(b.dtype_of(l.base)));
+    const bool typed = b.typed_values.count(l.base) && !is_half(b.dtype_of(l.base));
     return !s.pool && s.cat.empty() && s.pad_inside.empty() && l.is_contiguous() && l.numel() == numel && !typed;
   };
   for (const Step& s : b.steps)

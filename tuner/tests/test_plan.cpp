@@ -268,10 +268,9 @@ TEST(Plan, HalfTensorsAreConvertedWhereLoadedAndStored) {
 
 // A matrix product of bfloat16 tensors that the TMA GEMM can read (K-major, rows of whole 16
 // bytes) reads them as they are: no conversion, bfloat16 operand slots, the weight's transpose a
-// view of the weight itself; the epilogue adds a bfloat16 residual, read element by element
-// through a strided slot (the GEMM templates load full inputs as floats; only elementwise.cuh
-// loads half ones), and stores the bfloat16 result. Only the two GEMM families with a half
-// instance compete for it.
+// view of the weight itself; the epilogue adds a bfloat16 residual, a full input of kind
+// bfloat16 (every GEMM template loads it as vectors of halves), and stores the bfloat16 result.
+// Only the two GEMM families with a half instance compete for it.
 TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
   G b;
   b.value("x", {8, 16}, "input", "bfloat16").value("w", {32, 16}, "parameter", "bfloat16");
@@ -295,12 +294,12 @@ TEST(Plan, HalfOperandsOfAMatrixProductAreReadAsTheyAre) {
   EXPECT_EQ(gr.slots[1].dtype, "bfloat16");
   EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{0, 1, 16}));
   EXPECT_EQ(gemm_operand_type(gr), 2);
-  EXPECT_EQ(gr.n_full, 0);
+  EXPECT_EQ(gr.n_full, 1);
   ASSERT_EQ(gr.slots.at(2).layout.base, "r");
-  EXPECT_EQ(gr.slots[2].access, Access::Strided);
-  EXPECT_EQ(gr.op_struct.find("kFullHalf"), std::string::npos) << gr.op_struct;
-  EXPECT_NE(gr.op_struct.find("fusetune::bf16_to_float(reinterpret_cast<const unsigned short*>(a.ptr[2])"), std::string::npos)
-      << gr.op_struct;
+  EXPECT_EQ(gr.slots[2].access, Access::Full);
+  EXPECT_EQ(gr.slots[2].dtype, "bfloat16");
+  EXPECT_NE(gr.op_struct.find("kFullHalf = 2u;"), std::string::npos) << gr.op_struct;
+  EXPECT_NE(gr.op_struct.find("const float v1 = (v0 + x[1]);"), std::string::npos) << gr.op_struct;
   ASSERT_EQ(gr.outputs.size(), 1u);
   EXPECT_EQ(gr.outputs[0].dtype, "bfloat16");
   std::vector<std::string> families;
