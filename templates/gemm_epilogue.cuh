@@ -22,7 +22,8 @@ struct ProductFirst {
   static constexpr int kIn = Op::kIn;
   static constexpr int kHalfOut = HalfOutputs<Op>::kCount;
   static constexpr unsigned kHalfOutBf16 = HalfOutputs<Op>::kBf16;
-  template <int MATH, bool = false, bool HALF_IN_Y = false>
+  // The generated Ops' shape of apply; its bias flag is BIAS_IN_PRODUCT here, so the second is unused.
+  template <int MATH, bool /*unused*/ = false, bool HALF_IN_Y = false>
   __device__ __forceinline__ static void apply(const KernelArgs& a, long long idx, const float* x, float* y) {
     if constexpr (HALF_IN_Y)
       Op::template apply<MATH, BIAS_IN_PRODUCT, true>(a, idx, x, y);
