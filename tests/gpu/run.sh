@@ -19,7 +19,8 @@
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
 # "planted families models"; "searches" is extra), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
 # one fusetune run may take before it is stopped and counted as failed, its log kept; default
-# no limit).
+# no limit), FUSETUNE_GPU_REQUIRE (a text the GPU's name must contain, e.g. H200 for runs that
+# measure the issues' H200 bars: on another card the suite stops before building, with status 3).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODELS_DIR=${FUSETUNE_MODELS_DIR:-$ROOT/../shared/models}
@@ -28,6 +29,14 @@ BUILD=$ROOT/build-gpu
 RESULTS=${OUT:-$WORK}  # where the summary and the archive go
 MODEL_TIMEOUT=${FUSETUNE_GPU_MODEL_TIMEOUT:-0}  # seconds per fusetune run (0: no limit)
 mkdir -p "$WORK" "$RESULTS"
+
+if [[ -n "${FUSETUNE_GPU_REQUIRE:-}" ]]; then
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  if [[ "$card" != *"$FUSETUNE_GPU_REQUIRE"* ]]; then
+    echo "the GPU is $card, not the $FUSETUNE_GPU_REQUIRE that FUSETUNE_GPU_REQUIRE asks for: nothing run" | tee "$RESULTS/gpu_summary.txt"
+    exit 3
+  fi
+fi
 
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DFUSETUNE_TESTS=OFF ${FUSETUNE_DEPS_DIR:+-DFUSETUNE_DEPS_DIR=$FUSETUNE_DEPS_DIR} >"$WORK/cmake.log" 2>&1 \
   && cmake --build "$BUILD" >>"$WORK/cmake.log" 2>&1 || { cat "$WORK/cmake.log"; exit 1; }
