@@ -123,6 +123,19 @@ EXPECTED_PLANS = {
 }
 
 
+def test_gpu_suite_runs_every_shared_model():
+    """tests/gpu/run.sh's full run (no FUSETUNE_GPU_MODELS) covers every shared model, so that the
+    issues' "every model is correct" rests on a run of each."""
+    shared = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(MODELS_DIR, "*.py")))
+    if not shared:
+        pytest.skip("shared models are not beside the checkout")
+    with open(os.path.join(REPO, "tests", "gpu", "run.sh")) as f:
+        script = f.read()
+    start = script.index("${FUSETUNE_GPU_MODELS:-") + len("${FUSETUNE_GPU_MODELS:-")
+    suite = script[start:script.index("}", start)].split()
+    assert [m for m in shared if m not in suite] == []
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED_PLANS))
 def test_plan_shared_models(name, shrunk, tmp_path):
     path = os.path.join(MODELS_DIR, name + ".py")
