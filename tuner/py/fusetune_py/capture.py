@@ -13,7 +13,7 @@ from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line, json_float,
                      load_module, op_name, parse_frames, quiet, run_main, sha256_file, atomic_path)
 from .decompose import decompositions
-from .graph_passes import fold_operand_scales, push_gathers, reuse_cat_prefixes, split_long_cats
+from .graph_passes import fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals, split_long_cats
 from .half import MODEL_DTYPE, compute_half_in_float32
 
 FORMAT = "fusetune-graph"
@@ -130,12 +130,19 @@ def describe_outputs(ep):
     return outputs, mutations
 
 
-def export_graph(model, inputs, base):
+def _exported(base, step):
+    """step()'s result; torch.export's failures as the user's error."""
     try:
         with quiet():
-            ep = torch.export.export(model, tuple(inputs)).run_decompositions(decompositions())
+            return step()
     except Exception as e:
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
+
+
+def export_graph(model, inputs, base):
+    ep = _exported(base, lambda: torch.export.export(model, tuple(inputs)))
+    scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
+    ep = _exported(base, lambda: ep.run_decompositions(decompositions()))
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)

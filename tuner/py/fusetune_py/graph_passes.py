@@ -1,6 +1,8 @@
-# Graph passes that capture runs on the exported, decomposed graph before writing it (see
-# capture.export_graph): gathers pushed through pointwise ops, scales folded into matrix
-# products, cats sharing prefixes and cats longer than a kernel reads split.
+# Graph passes that capture runs on the exported graph before writing it (see
+# capture.export_graph): products with a diagonal matrix as scalings (before the decompositions,
+# which write torch.diag out as a mask); then, on the decomposed graph, gathers pushed through
+# pointwise ops, scales folded into matrix products, cats sharing prefixes and cats longer than
+# a kernel reads split.
 import torch
 
 
@@ -201,5 +203,53 @@ def fold_operand_scales(gm):
         scaled.meta["val"] = torch.ops.aten.mul.Tensor(gemm.meta["val"], factor)
         scaled.meta["stack_trace"] = gemm.meta.get("stack_trace")
         gemm.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+    graph.lint()
+    gm.recompile()
+
+
+_PRODUCTS = (torch.ops.aten.matmul.default, torch.ops.aten.mm.default)
+
+
+def _diagonal_of(node):
+    """v when node is torch.diag(v) of a vector v (the matrix with v on its main diagonal)."""
+    if node.op != "call_function" or node.target is not torch.ops.aten.diag.default or node.kwargs:
+        return None
+    if len(node.args) > 1 and node.args[1] != 0:
+        return None  # another diagonal
+    v = node.args[0]
+    val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+    return v if isinstance(val, torch.Tensor) and val.dim() == 1 else None
+
+
+def scale_by_diagonals(gm):
+    """torch.diag(v) @ b and a @ torch.diag(v) (matmul or mm) become v[:, None] * b and a * v:
+    each row (column) scaled, where the product would build the n x n matrix and multiply it
+    (n^2 m multiply-adds for n m products). Runs on the graph torch.export gives, before the
+    decompositions write diag out as a mask and a where. The same values where b (a) is finite;
+    an infinity or NaN in b spreads over its whole column through the zeros of the product (0 x
+    inf), and stays in its row here."""
+    graph = gm.graph
+    for product in list(graph.nodes):
+        if product.op != "call_function" or product.target not in _PRODUCTS:
+            continue
+        for pos in (0, 1):
+            diag, other = product.args[pos], product.args[1 - pos]
+            v = _diagonal_of(diag) if isinstance(diag, torch.fx.Node) else None
+            if v is None:
+                continue
+            with graph.inserting_before(product):
+                if other.meta["val"].dim() == 1:  # diag(v) @ u and u @ diag(v): v * u
+                    factor = v
+                else:  # scale the rows of b (the columns of a)
+                    factor = graph.call_function(torch.ops.aten.unsqueeze.default, (v, 1 - pos))
+                    factor.meta["val"] = torch.ops.aten.unsqueeze.default(v.meta["val"], 1 - pos)
+                scaled = graph.call_function(torch.ops.aten.mul.Tensor, (factor, other) if pos == 0 else (other, factor))
+            scaled.meta["val"] = product.meta["val"]
+            scaled.meta["stack_trace"] = product.meta.get("stack_trace")
+            product.replace_all_uses_with(scaled)
+            graph.erase_node(product)
+            if not diag.users:
+                graph.erase_node(diag)
+            break
     graph.lint()
     gm.recompile()

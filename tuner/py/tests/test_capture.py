@@ -481,6 +481,29 @@ def test_scaled_gemm_operands_become_a_scaled_product():
         torch.testing.assert_close(got, want)
 
 
+def test_products_with_a_diagonal_matrix_become_scalings():
+    class M(torch.nn.Module):
+        def forward(self, v, b, a, u, batch, m):
+            d = torch.diag(v)
+            rows = d @ b  # each row of b scaled
+            cols = torch.mm(a, torch.diag(v))  # each column of a scaled
+            vec = torch.diag(v) @ u  # v * u
+            batched = torch.diag(v) @ batch  # broadcast over the batch
+            shifted = torch.diag(v[:5], 1) @ b  # another diagonal: a product
+            extracted = torch.diag(m) @ b  # the diagonal of a matrix (a vector) times b: a product
+            return rows, cols, vec, batched, shifted, extracted, d
+
+    n = 6
+    v, b, a, u = torch.randn(n), torch.randn(n, 4), torch.randn(3, n), torch.randn(n)
+    batch, m = torch.randn(2, n, 5), torch.randn(n, n)
+    ep = capture.export_graph(M(), (v, b, a, u, batch, m), "m.py")
+    products = [n for n in ep.graph.nodes if n.target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default,
+                                                           torch.ops.aten.mv.default)]
+    assert len(products) == 2, ep.graph  # shifted and extracted
+    for got, want in zip(ep.module()(v, b, a, u, batch, m), M()(v, b, a, u, batch, m)):
+        torch.testing.assert_close(got, want)
+
+
 # Half-precision models: half tensors only at the boundary, every op in float32.
 HALF = ("float16", "bfloat16")
 
