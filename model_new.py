@@ -51,7 +51,7 @@ class ModelNew(nn.Module):
         for name, p in ref.named_parameters(recurse=False):
             self.register_parameter(name, p)
         for name, b in ref.named_buffers(recurse=False):
-            self.register_buffer(name, b)
+            self.register_buffer(name, b, persistent=name not in ref._non_persistent_buffers_set)
         self._fusetune_constants = {
         }
         self.train(ref.training)

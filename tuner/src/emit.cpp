@@ -273,12 +273,12 @@ class ModelNew(nn.Module):
                 % (_TUNED_INIT_ARGS, bound.arguments))
         # Model's own modules, parameters and buffers, so that state_dict() matches Model's.
         ref = _reference.Model(${CALL})
-        for name, child in ref.named_children():
+${STATE}        for name, child in ref.named_children():
             self.add_module(name, child)
         for name, p in ref.named_parameters(recurse=False):
             self.register_parameter(name, p)
         for name, b in ref.named_buffers(recurse=False):
-            self.register_buffer(name, b)
+            self.register_buffer(name, b, persistent=name not in ref._non_persistent_buffers_set)
         self._fusetune_constants = {
 ${CONSTANTS}        }
         self.train(ref.training)
@@ -295,6 +295,16 @@ ${BODY}        return ${RET}
   sub("${SIGNATURE}", sig.at("def").get<std::string>());
   sub("${CALL}", sig.at("call").get<std::string>());
   sub("${CONSTANTS}", constants);
+  std::string state;
+  for (const std::string& path : g.state_attributes) state += (state.empty() ? "" : ", ") + py_str(path);
+  if (!state.empty())
+    state = "        # Tensors Model keeps as plain attributes and forward reassigns: buffers here (not in\n"
+            "        # state_dict(), as in Model), which .to() moves and the kernels update in place.\n"
+            "        for path in [" + state + "]:\n"
+            "            owner_path, _, name = path.rpartition(\".\")\n"
+            "            owner = ref.get_submodule(owner_path)\n"
+            "            owner.register_buffer(name, owner.__dict__.pop(name), persistent=False)\n";
+  sub("${STATE}", state);
   sub("${INPUTS}", inputs);
   sub("${BODY}", body);
   sub("${RET}", ret.empty() ? "None" : ret);

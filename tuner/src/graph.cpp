@@ -33,6 +33,7 @@ Graph Graph::from_json(const json& j) {
   g.training = m.value("training", false);
   g.init_args = m.value("init_args", json::array());
   g.init_signature = m.value("init_signature", json{{"def", "(self, *args)"}, {"call", "*args"}});
+  g.state_attributes = m.value("state_attributes", std::vector<std::string>{});
   g.torch_version = j.value("torch_version", "");
   if (j.contains("libraries") && j.at("libraries").value("cublaslt", json()).is_string())
     g.cublaslt_path = j.at("libraries").at("cublaslt").get<std::string>();

@@ -38,6 +38,9 @@ struct Graph {
   bool training = false;
   json init_args;
   json init_signature;  // {"def": "(self, a, b)", "call": "a, b"} of Model.__init__
+  // Plain tensor attributes of Model that forward reassigns ("hidden", "cell.h"): capture made them
+  // non-persistent buffers, and ModelNew does the same.
+  std::vector<std::string> state_attributes;
   std::string torch_version;
   std::string cublaslt_path;  // the cuBLASLt library PyTorch loaded at capture ("" when none)
   std::string cudnn_path;     // the same for cuDNN

@@ -219,6 +219,35 @@ TEST(Emit, StateUpdates) {
   EXPECT_NE(model_new.find("cuda_extension.g1(z, mul, self.get_buffer(\"running\"))"), std::string::npos) << model_new;
 }
 
+// Plain tensor attributes that forward reassigns (a recurrent model's hidden state, also in a
+// submodule) are state: ModelNew makes them non-persistent buffers as capture did, so that .to()
+// moves them, the bindings store their new values and state_dict() stays Model's.
+TEST(Emit, ReassignedTensorAttributesBecomeBuffers) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_hidden.py");
+  EXPECT_EQ(cap.g.state_attributes, (std::vector<std::string>{"hidden", "cell.h"}));
+  ASSERT_EQ(cap.plan.mutations.size(), 2u);
+  std::map<std::string, KernelChoice> kernels;
+  for (const Group& gr : cap.plan.groups)
+    kernels[gr.id] = gr.family == "gemm" ? KernelChoice{"gemm", "gemm.cuh"} : KernelChoice{"elementwise", "elementwise.cuh"};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string model_new = read_file(path_join(cap.o.out, "model_new.py"));
+  EXPECT_NE(model_new.find("for path in [\"hidden\", \"cell.h\"]:"), std::string::npos) << model_new;
+  EXPECT_NE(model_new.find("self.get_buffer(\"hidden\"), self.get_buffer(\"cell.h\"))"), std::string::npos) << model_new;
+  // ModelNew's __init__ runs as written (the extension stubbed): the same state_dict as Model's,
+  // and the two attributes are buffers.
+  const std::string script =
+      "import sys, types\n"
+      "sys.modules['cuda_extension'] = types.ModuleType('cuda_extension')\n"
+      "sys.path.insert(0, sys.argv[1])\n"
+      "import model, model_new\n"
+      "new, ref = model_new.ModelNew(5), model.Model(5)\n"
+      "assert new.state_dict().keys() == ref.state_dict().keys(), (new.state_dict().keys(), ref.state_dict().keys())\n"
+      "buffers = dict(new.named_buffers())\n"
+      "assert buffers['hidden'].shape == (2, 5) and 'cell.h' in buffers, buffers.keys()\n"
+      "assert 'hidden' not in new.__dict__ and 'h' not in new.cell.__dict__\n";
+  EXPECT_EQ(run_process({"python3", "-c", script, cap.o.out}), 0);
+}
+
 // Numbers get_inputs() gives are baked into the graph by torch.export: ModelNew's forward takes
 // them in their places and refuses other values, as the exported program's guard does. A bool
 // mask input reaches its kernel as one byte per element; the extension builds.

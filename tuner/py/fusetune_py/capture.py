@@ -1,6 +1,7 @@
 # Captures a user's PyTorch model as a core-ATen graph (graph.pt2) plus a JSON description
 # (graph.json) that the C++ tuner reads without needing Python.
 import argparse
+import contextlib
 import inspect
 import json
 import math
@@ -11,7 +12,7 @@ import torch
 from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 
 from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line, json_float,
-                     load_module, op_name, parse_frames, quiet, run_main, sha256_file, atomic_path)
+                     keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main, sha256_file, atomic_path)
 from .decompose import decompositions
 from .graph_passes import fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals, split_long_cats
 from .half import MODEL_DTYPE, compute_half_in_float32
@@ -139,8 +140,62 @@ def _exported(base, step):
         raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
 
 
+@contextlib.contextmanager
+def written_back(model):
+    """Keeps forward's reassignments of tensor attributes (`self.h = ...`) while torch.export traces
+    model inside: it records them, by path, and writes each reassigned buffer's last value into the
+    buffer as forward returns. torch.export does that for buffers of the root module only: it drops
+    the others' silently, and for plain tensor attributes (not buffers) it puts the old tensor back
+    and only warns. Yields a dict, filled on exit, of the plain ones' paths and the tensors they held
+    before (None for an attribute forward creates): the caller has to make those buffers."""
+    paths = {id(m): path for path, m in model.named_modules()}
+    first = {}  # path: (module, name, the tensor it held before forward assigned it)
+    assign = torch.nn.Module.__setattr__
+
+    def recording(module, name, value):
+        if (id(module) in paths and isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter)
+                and name not in module._parameters):
+            path = f"{paths[id(module)]}.{name}".lstrip(".")
+            first.setdefault(path, (module, name, module._buffers.get(name, module.__dict__.get(name))))
+        assign(module, name, value)
+
+    def write_back(_model, _args, _output):
+        for module, name, before in first.values():
+            if name in module._buffers and module._buffers[name] is not before:
+                value = module._buffers[name]
+                module._buffers[name] = before
+                before.copy_(value)
+
+    plain = {}
+    hook = model.register_forward_hook(write_back)
+    torch.nn.Module.__setattr__ = recording
+    try:
+        yield plain
+    finally:
+        torch.nn.Module.__setattr__ = assign
+        hook.remove()
+    plain.update({path: before for path, (module, name, before) in first.items() if name not in module._buffers})
+
+
+def _export(model, inputs, base):
+    """(program, {path: tensor before forward} of the plain tensor attributes forward assigns)."""
+    with written_back(model) as plain:
+        ep = _exported(base, lambda: torch.export.export(model, tuple(inputs)))
+    return ep, plain
+
+
 def export_graph(model, inputs, base):
-    ep = _exported(base, lambda: torch.export.export(model, tuple(inputs)))
+    """(program, state): state lists the plain tensor attributes forward reassigns (a recurrent
+    model's hidden state), which become non-persistent buffers of model so that the program
+    updates them."""
+    ep, state = _export(model, inputs, base)
+    for path, before in state.items():
+        if not isinstance(before, torch.Tensor):
+            raise UserError(f"{base}: forward assigns a new tensor attribute self.{path}; fusetune supports "
+                            "updating tensors that __init__ creates (create it there, e.g. as a buffer)")
+    if state:
+        keep_as_buffers(model, state)
+        ep, _ = _export(model, inputs, base)
     scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
     ep = _exported(base, lambda: ep.run_decompositions(decompositions()))
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
@@ -149,7 +204,7 @@ def export_graph(model, inputs, base):
     reuse_cat_prefixes(ep.graph_module)
     split_long_cats(ep.graph_module)
     name_outputs(ep)
-    return ep
+    return ep, list(state)
 
 
 def name_outputs(ep):
@@ -215,12 +270,13 @@ def capture(model_path, out_dir, seed, program=True):
     model, inputs, init_args = build_model_and_inputs(module, seed)
     check_input_dtypes(base, inputs)
     training = bool(model.training)
-    ep = export_graph(model, inputs, base)
+    ep, state = export_graph(model, inputs, base)
     outputs, mutations = describe_outputs(ep)
     doc = {
         "format": FORMAT, "version": VERSION,
         "model": {"path": model_path, "sha256": sha256, "training": training,
-                  "init_args": plain_json(init_args), "init_signature": init_signature(module.Model)},
+                  "init_args": plain_json(init_args), "init_signature": init_signature(module.Model),
+                  "state_attributes": state},
         "torch_version": torch.__version__, "seed": seed,
         "libraries": {"cublaslt": loaded_library("libcublasLt.so"), "cudnn": loaded_library("libcudnn.so")},
         "values": describe_values(ep),

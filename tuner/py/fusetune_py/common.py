@@ -109,6 +109,16 @@ def build_model(module, seed, cls_name="Model", init_module=None):
     return model, init_args
 
 
+def keep_as_buffers(model, paths):
+    """Turns the plain tensor attributes at paths ("hidden", "cell.h") into non-persistent buffers:
+    forward's reassignments of them (a recurrent model's hidden state) are then updates torch.export
+    records, .to() moves them, and state_dict() stays as it was."""
+    for path in paths:
+        owner_path, _, name = path.rpartition(".")
+        owner = model.get_submodule(owner_path)
+        owner.register_buffer(name, owner.__dict__.pop(name), persistent=False)
+
+
 def build_inputs(module, seed):
     """Call get_inputs() right after seeding with `seed` (callers pass seed + 1 for the rule)."""
     base = os.path.basename(module.__file__)

@@ -10,8 +10,8 @@ from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from .capture import FORMAT, VERSION
 from .common import (HALF_DTYPES, UserError, atomic_path, build_model_and_inputs, dtype_name, first_line,
-                     load_module, pick_device, quiet, read_json, run_main, sha256_file, strict_fp32, to_device,
-                     write_json_atomic)
+                     keep_as_buffers, load_module, pick_device, quiet, read_json, run_main, sha256_file, strict_fp32,
+                     to_device, write_json_atomic)
 
 
 def load_graph_json(work):
@@ -43,6 +43,7 @@ def rebuild_model(graph):
         raise UserError(f"{os.path.basename(path)} has changed since it was captured; run capture again")
     module = load_module(path, "fusetune_user_model")
     model, inputs, _ = build_model_and_inputs(module, graph["seed"])
+    keep_as_buffers(model, graph["model"].get("state_attributes", []))
     return module, model, inputs
 
 

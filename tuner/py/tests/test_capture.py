@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from fusetune_py import capture, decompose, graph_passes, half
+from fusetune_py import capture, common, decompose, graph_passes, half
 from conftest import SHARED_MODELS
 
 PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,7 +34,8 @@ def test_linear_model_graph(cli, linear_model, tmp_path):
     with open(linear_model, "rb") as f:
         assert g["model"] == {"path": linear_model, "sha256": hashlib.sha256(f.read()).hexdigest(),
                               "training": True, "init_args": [8, 2.0],
-                              "init_signature": {"def": "(self, features, scale)", "call": "features, scale"}}
+                              "init_signature": {"def": "(self, features, scale)", "call": "features, scale"},
+                              "state_attributes": []}
     v = g["values"]
     assert v["x"] == {"shape": [4, 8], "dtype": "float32", "strides": [8, 1], "kind": "input", "index": 0}
     assert v["r"]["index"] == 1
@@ -295,7 +296,7 @@ def test_cross_entropy_decomposition_matches_torch(kwargs):
         def forward(self, x, t):
             return torch.nn.functional.cross_entropy(x, t, **kwargs)
 
-    exported = capture.export_graph(Loss(), (logits, target), "loss.py")
+    exported, _ = capture.export_graph(Loss(), (logits, target), "loss.py")
     gathers = [n for n in exported.graph.nodes if n.target is torch.ops.aten.gather.default]
     # The gather moved into log-softmax's operands: it reads the logits, not their whole log-softmax.
     assert [g.args[0].op for g in gathers] == ["placeholder"]
@@ -314,7 +315,7 @@ def test_gathers_move_only_where_the_operands_line_up():
 
     x, row, col = torch.randn(6, 5), torch.randn(6, 1), torch.randn(1, 5)
     i, j = torch.randint(0, 5, (6, 2)), torch.randint(0, 5, (3, 2))
-    ep = capture.export_graph(M(), (x, row, col, i, j), "m.py")
+    ep, _ = capture.export_graph(M(), (x, row, col, i, j), "m.py")
     read = sorted(n.args[0].target.__name__ if n.args[0].op == "call_function" else n.args[0].name
                   for n in ep.graph.nodes if n.target is torch.ops.aten.gather.default)
     assert read == ["add.Tensor", "mul.Tensor", "mul.Tensor", "sub.Tensor", "x"], read
@@ -334,7 +335,7 @@ def test_max_and_min_over_a_dimension_are_written_out():
     x = torch.randn(4, 6, 5)
     x[:, 2, :] = x[:, 4, :] = 9.0  # ties along dim 1
     x[..., 1] = x[..., 3] = -9.0  # and along the last: the first index wins
-    ep = capture.export_graph(M(), (x,), "m.py")
+    ep, _ = capture.export_graph(M(), (x,), "m.py")
     ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert ops == [torch.ops.aten.amax.default, torch.ops.aten.amin.default, torch.ops.aten.argmin.default], ops
     for got, want in zip(ep.module()(x), M()(x)):
@@ -365,7 +366,7 @@ def test_growing_concatenations_read_the_previous_one():
             return torch.cat(features, 1), other, torch.cat([x, features[1]], 0)
 
     x, y = torch.randn(3, 2), torch.randn(5, 2)
-    ep = capture.export_graph(M(), (x, y), "m.py")
+    ep, _ = capture.export_graph(M(), (x, y), "m.py")
     cats = [n for n in ep.graph.nodes if n.target is torch.ops.aten.cat.default]
     # cat([x]), then each cat of the features the previous one and the newest; [x, y] and
     # [x, features[1]] along 0 share no earlier cat's parts along 0.
@@ -386,7 +387,7 @@ def test_any_and_all_are_float_extremes():
 
     x = torch.rand(5, 7)
     x[2] = 0.0  # a row with nothing above 0.5
-    ep = capture.export_graph(M(), (x,), "m.py")
+    ep, _ = capture.export_graph(M(), (x,), "m.py")
     ops = {n.target for n in ep.graph.nodes if n.op == "call_function"}
     assert not ops & {torch.ops.aten.any.dim, torch.ops.aten.any.default, torch.ops.aten.all.dim, torch.ops.aten.all.default}
     for got, want in zip(ep.module()(x), M()(x)):
@@ -400,7 +401,7 @@ def test_long_cats_become_trees_a_kernel_can_read():
             return torch.cat([x * i for i in range(30)], 1), torch.cat([x, x], 0)
 
     x = torch.randn(3, 2)
-    ep = capture.export_graph(M(), (x,), "m.py")
+    ep, _ = capture.export_graph(M(), (x,), "m.py")
     cats = [n for n in ep.graph.nodes if n.target is torch.ops.aten.cat.default]
     assert sorted(len(c.args[0]) for c in cats) == [2, 3, 8, 11, 11], [len(c.args[0]) for c in cats]
     assert max(len(c.args[0]) for c in cats) <= graph_passes.MAX_CAT_PARTS
@@ -429,7 +430,7 @@ def test_indexing_by_a_tensor_is_a_gather():
 
     table, x, tokens, model = torch.randn(9, 3), torch.randn(2, 5, 3), torch.randint(0, 3, (2, 6)), M()
     mask = x > 0
-    ep = capture.export_graph(model, (table, x, tokens, mask), "m.py")
+    ep, _ = capture.export_graph(model, (table, x, tokens, mask), "m.py")
     ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert ops.count(torch.ops.aten.gather.default) == 4 and ops.count(torch.ops.aten.index.Tensor) == 1
     assert torch.ops.aten.embedding.default not in ops and torch.ops.aten.index_select.default not in ops
@@ -450,7 +451,7 @@ def test_safe_softmax_guards_rows_by_their_maximum():
     mask[2, :3] = float("-inf")
     mask[3, 0] = float("nan")
     mask[4, 5] = float("inf")
-    ep = capture.export_graph(M(), (q, k, v, mask), "m.py")
+    ep, _ = capture.export_graph(M(), (q, k, v, mask), "m.py")
     ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert ops.count(torch.ops.aten.amax.default) == 1 and torch.ops.aten.amin.default not in ops
     got, want = ep.module()(q, k, v, mask), M()(q, k, v, mask)
@@ -473,7 +474,7 @@ def test_scaled_gemm_operands_become_a_scaled_product():
 
     q, k = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
     a, w = torch.randn(6, 8), torch.randn(8, 8)
-    ep = capture.export_graph(M(), (q, k, a, w), "m.py")
+    ep, _ = capture.export_graph(M(), (q, k, a, w), "m.py")
     gemms = [n for n in ep.graph.nodes if n.target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default)]
     scales = [[u.args[1] for u in g.users if u.target is torch.ops.aten.mul.Tensor] for g in gemms]
     assert scales == [[0.125], [3.0], [], [], [], []], scales
@@ -496,12 +497,93 @@ def test_products_with_a_diagonal_matrix_become_scalings():
     n = 6
     v, b, a, u = torch.randn(n), torch.randn(n, 4), torch.randn(3, n), torch.randn(n)
     batch, m = torch.randn(2, n, 5), torch.randn(n, n)
-    ep = capture.export_graph(M(), (v, b, a, u, batch, m), "m.py")
+    ep, _ = capture.export_graph(M(), (v, b, a, u, batch, m), "m.py")
     products = [n for n in ep.graph.nodes if n.target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default,
                                                            torch.ops.aten.mv.default)]
     assert len(products) == 2, ep.graph  # shifted and extracted
     for got, want in zip(ep.module()(v, b, a, u, batch, m), M()(v, b, a, u, batch, m)):
         torch.testing.assert_close(got, want)
+
+
+STATEFUL = """
+    class Cell(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.h = torch.zeros(2, n)
+            self.register_buffer("total", torch.zeros(2, n), persistent=False)
+
+        def forward(self, x):
+            self.h = self.h * 0.5 + x
+            self.total = self.total + self.h
+            return self.h
+
+    class Model(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.hidden = torch.randn(2, n)
+            self.scale = torch.full((n,), 3.0)
+            self.cell = Cell(n)
+            self.fc = nn.Linear(2 * n, n)
+
+        def forward(self, x):
+            self.hidden = self.hidden.to(x.device)
+            self.hidden = torch.tanh(self.fc(torch.cat((x, self.hidden), dim=1)))
+            return self.cell(self.hidden) * self.scale + self.cell.total
+
+    def get_inputs():
+        return [torch.randn(2, 5)]
+
+    def get_init_inputs():
+        return [5]
+"""
+
+
+def test_reassigned_tensor_attributes_are_state(cli, write_model, tmp_path):
+    # A recurrent model keeps its hidden state in plain tensor attributes that forward reassigns
+    # (KernelBench's VanillaRNN): torch.export would put the old tensor back and only warn, and it
+    # drops a submodule's reassigned buffer silently. Both are state the program updates; a plain
+    # attribute forward only reads stays a constant.
+    model = write_model(STATEFUL)
+    assert run_capture(cli, model, tmp_path)[0] == 0
+    g = load_graph(tmp_path)
+    assert g["model"]["state_attributes"] == ["hidden", "cell.h"]
+    v = g["values"]
+    assert (v["b_hidden"]["kind"], v["b_cell_h"]["kind"], v["b_cell_total"]["kind"]) == ("buffer",) * 3
+    assert v["c_scale"]["kind"] == "constant"
+    assert sorted(m["target"] for m in g["mutations"]) == ["cell.h", "cell.total", "hidden"]
+
+    module = common.load_module(model, "stateful_model")
+    reference, captured = module.Model(5), module.Model(5)
+    captured.load_state_dict(reference.state_dict())
+    for name in ("hidden", "scale"):
+        setattr(captured, name, getattr(reference, name).clone())
+    captured.cell.h = reference.cell.h.clone()
+    ep, state = capture.export_graph(captured, module.get_inputs(), "model.py")
+    assert state == ["hidden", "cell.h"]
+    assert captured.state_dict().keys() == reference.state_dict().keys()  # the new buffers are not persistent
+    program = ep.module()
+    for _ in range(3):  # each call starts from the state the last one left
+        x = torch.randn(2, 5)
+        torch.testing.assert_close(program(x), reference(x))
+    torch.testing.assert_close(program.get_buffer("cell.h"), reference.cell.h)
+
+
+def test_a_tensor_attribute_forward_creates_is_refused(cli, write_model, tmp_path):
+    model = write_model("""
+        class Model(nn.Module):
+            def forward(self, x):
+                self.last = x * 2.0
+                return self.last
+
+        def get_inputs():
+            return [torch.randn(3)]
+
+        def get_init_inputs():
+            return []
+    """)
+    code, err = run_capture(cli, model, tmp_path)
+    assert code == 2
+    assert "forward assigns a new tensor attribute self.last" in err
 
 
 # Half-precision models: half tensors only at the boundary, every op in float32.
@@ -677,7 +759,7 @@ def test_half_program_reloads_and_keeps_its_outputs(tmp_path):
             return x * self.k, x, (i.half() * self.k).sum(-1, dtype=torch.float32)
 
     x, i = torch.randn(2, 3).half(), torch.arange(6).view(2, 3)
-    ep = capture.export_graph(M(), (x, i), "m.py")
+    ep, _ = capture.export_graph(M(), (x, i), "m.py")
     muls = [n.meta["val"].dtype for n in ep.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
     assert muls == [torch.float32, torch.float32]
     output = next(n for n in ep.graph.nodes if n.op == "output")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fusetune_py import capture, tensors
+from fusetune_py import capture, common, tensors
 from conftest import REPO, SHARED_MODELS
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int64": torch.int64,
@@ -88,6 +88,25 @@ def test_bool_int_buffers_constants_and_passthrough(cli, write_model, tmp_path):
     assert read_tensor(tmp_path / "out", "c_k")[0].tolist() == [2.0, 3.0, 4.0]
     new_count = next(m["value"] for m in g["mutations"] if m["target"] == "bn.num_batches_tracked")
     assert read_tensor(tmp_path / "out", new_count)[0].item() == 1
+
+
+def test_reassigned_tensor_attributes_are_read_as_buffers(cli, tmp_path):
+    # The rebuilt model makes the attributes capture found reassigned buffers too: their tensors are
+    # the model's own, and their new values are what one eager forward leaves in them.
+    model = os.path.join(REPO, "tuner/tests/data/small_hidden.py")
+    g = captured(cli, model, tmp_path / "work", seed=4)
+    updates = {m["target"]: m["value"] for m in g["mutations"]}
+    names = ["x", "b_hidden", "b_cell_h", updates["hidden"], updates["cell.h"]] + g["outputs"]
+    code, err = run_tensors(cli, tmp_path / "work", names, tmp_path / "out", "--self-check")
+    assert code == 0, err
+    module = common.load_module(model, "small_hidden")
+    eager, (x,), _ = common.build_model_and_inputs(module, 4)
+    torch.testing.assert_close(read_tensor(tmp_path / "out", "b_hidden")[0], eager.hidden)
+    torch.testing.assert_close(read_tensor(tmp_path / "out", "x")[0], x)
+    out = eager(x)
+    torch.testing.assert_close(read_tensor(tmp_path / "out", g["outputs"][0])[0], out)
+    torch.testing.assert_close(read_tensor(tmp_path / "out", updates["hidden"])[0], eager.hidden)
+    torch.testing.assert_close(read_tensor(tmp_path / "out", updates["cell.h"])[0], eager.cell.h)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])  # half outputs have a looser tolerance
