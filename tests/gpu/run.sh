@@ -188,7 +188,7 @@ else
       planted) planted ;;
       families) families ;;
       models)
-        for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square matmul_transposed_a matvec bmm_scale mlp3 sum_middle_dim softmax_rows logsumexp_rows rmsnorm_channels linear_softmax groupnorm linear_layernorm_silu smooth_l1_loss maxpool2d avgpool3d cumsum_rows argmin_last_dim cross_entropy batchnorm_train conv2d_relu_bias depthwise_conv2d conv_transpose2d_tanh conv1d_dilated conv3d_groupnorm_mean resblock attention}; do
+        for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square matmul_transposed_a matvec bmm_scale mlp3 sum_middle_dim softmax_rows logsumexp_rows rmsnorm_channels linear_softmax groupnorm linear_layernorm_silu smooth_l1_loss maxpool2d avgpool3d cumsum_rows argmin_last_dim cross_entropy batchnorm_train conv2d_relu_bias depthwise_conv2d conv_transpose2d_tanh conv1d_dilated conv3d_groupnorm_mean resblock attention tests/gpu/models/hidden_state.py}; do
           case $m in
             toplevel) run_model "$m" "$ROOT/model.py" ${FUSETUNE_GPU_ARGS:-} ;;
             *.py) run_model "$(basename "$m" .py)" "$ROOT/$m" ${FUSETUNE_GPU_ARGS:-} ;;
