@@ -156,11 +156,18 @@ def run_trial(module, model, model_new, seed_t, device, atol, rtol):
 
 
 def compare_state(model, model_new, atol, rtol):
-    """The buffers forward updates (BatchNorm's running statistics and counter) must match too:
-    floating ones within the tolerance, integer ones exactly."""
+    """The state forward updates must match too: the buffers (BatchNorm's running statistics and
+    counter) and the tensors Model keeps as plain attributes where ModelNew has buffers (a
+    recurrent model's hidden state); floating ones within the tolerance, integer ones exactly."""
     theirs = dict(model_new.named_buffers())
+    refs, modules = dict(model.named_buffers()), dict(model.named_modules())
+    for name in theirs.keys() - refs.keys():
+        owner, _, attr = name.rpartition(".")
+        value = getattr(modules[owner], attr, None) if owner in modules else None
+        if isinstance(value, torch.Tensor):
+            refs[name] = value
     state = {}
-    for name, ref in model.named_buffers():
+    for name, ref in refs.items():
         mine = theirs.get(name)
         if mine is None:
             state[name] = {"ok": False, "reason": "ModelNew has no such buffer"}

@@ -128,6 +128,49 @@ def test_state_the_model_updates_is_compared(cli, write_model, tmp_path):
     assert state["bn.num_batches_tracked"] == {"ok": False, "reason": "0 != reference 1"}
 
 
+def test_state_held_in_plain_attributes_is_compared(cli, write_model, tmp_path):
+    """Model keeps its hidden state in a plain attribute that forward reassigns; ModelNew keeps it as
+    a buffer (as fusetune generates it). Each trial compares it: a ModelNew that forgets to update it
+    returns the right first output and still fails; one that updates it passes every trial."""
+    model = write_model("""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.hidden = torch.randn(2, 3)
+
+            def forward(self, x):
+                self.hidden = self.hidden.to(x.device)
+                self.hidden = torch.tanh(x + self.hidden)
+                return self.hidden * 2.0
+
+        def get_inputs():
+            return [torch.randn(2, 3)]
+
+        def get_init_inputs():
+            return []
+    """)
+    new = """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("hidden", torch.randn(2, 3), persistent=False)
+
+            def forward(self, x):
+                h = torch.tanh(x + self.hidden)
+                UPDATE
+                return h * 2.0
+    """
+    forgets = write_model(new.replace("UPDATE", "pass"), name="forgets.py")
+    code, err, res = run_verify(cli, model, forgets, tmp_path / "v.json", "--trials", "1")
+    assert code == 0, err
+    trial = res["trials"][0]
+    assert not res["ok"] and trial["outputs"][0]["ok"] and not trial["state"]["hidden"]["ok"]
+    updates = write_model(new.replace("UPDATE", "self.hidden.copy_(h)"), name="updates.py")
+    code, err, res = run_verify(cli, model, updates, tmp_path / "v.json", "--trials", "3")
+    assert code == 0, err
+    assert res["ok"] and all(t["state"]["hidden"]["ok"] for t in res["trials"])
+
+
 def test_different_state_dict(cli, write_model, tmp_path):
     body = NEW_TEMPLATE.replace("OUTPUT", "return y, y.sum(dim=1)").replace("self.bn = nn", "self.norm = nn")
     body = body.replace("bn = self.bn", "bn = self.norm")
