@@ -6,6 +6,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 
 import torch
@@ -131,15 +132,6 @@ def describe_outputs(ep):
     return outputs, mutations
 
 
-def _exported(base, step):
-    """step()'s result; torch.export's failures as the user's error."""
-    try:
-        with quiet():
-            return step()
-    except Exception as e:
-        raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
-
-
 @contextlib.contextmanager
 def written_back(model):
     """Keeps forward's reassignments of tensor attributes (`self.h = ...`) while torch.export traces
@@ -177,34 +169,64 @@ def written_back(model):
     plain.update({path: before for path, (module, name, before) in first.items() if name not in module._buffers})
 
 
+# torch.export's refusal of a plain tensor attribute that forward changes in place (`self.h.copy_(x)`).
+_MUTATED_CONSTANT = re.compile(r"Constant (\S+) is mutated")
+
+
+def _plain_tensor(model, path):
+    """The plain tensor attribute of model at path ("h", "cell.h"), or None."""
+    owner_path, _, name = path.rpartition(".")
+    try:
+        value = model.get_submodule(owner_path).__dict__.get(name)
+    except AttributeError:
+        return None
+    return value if isinstance(value, torch.Tensor) else None
+
+
 def _export(model, inputs, base):
-    """(program, {path: tensor before forward} of the plain tensor attributes forward assigns)."""
-    with written_back(model) as plain:
-        ep = _exported(base, lambda: torch.export.export(model, tuple(inputs)))
-    return ep, plain
+    """(decomposed program, {}), or (None, {path: the tensor it held before forward}) for the plain tensor
+    attributes forward assigns or changes in place, which the caller has to make buffers first."""
+    try:
+        with quiet():
+            with written_back(model) as plain:
+                ep = torch.export.export(model, tuple(inputs))
+            if not plain:  # (functionalization, which finds a constant changed in place, runs here)
+                scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
+                ep = ep.run_decompositions(decompositions())
+    except Exception as e:
+        mutated = _MUTATED_CONSTANT.search(str(e))
+        held = _plain_tensor(model, mutated.group(1)) if mutated else None
+        if held is None:
+            raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
+        return None, {mutated.group(1): held}
+    return (None if plain else ep), plain
 
 
 def export_graph(model, inputs, base):
-    """(program, state): state lists the plain tensor attributes forward reassigns (a recurrent
-    model's hidden state), which become non-persistent buffers of model so that the program
-    updates them."""
-    ep, state = _export(model, inputs, base)
-    for path, before in state.items():
-        if not isinstance(before, torch.Tensor):
-            raise UserError(f"{base}: forward assigns a new tensor attribute self.{path}; fusetune supports "
-                            "updating tensors that __init__ creates (create it there, e.g. as a buffer)")
-    if state:
-        keep_as_buffers(model, state)
-        ep, _ = _export(model, inputs, base)
-    scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
-    ep = _exported(base, lambda: ep.run_decompositions(decompositions()))
+    """(program, state): state lists the plain tensor attributes forward reassigns or changes in
+    place (a recurrent model's hidden state), which become non-persistent buffers of model so that
+    the program updates them."""
+    # Tracing changes a plain attribute that forward changes in place, before torch.export refuses it.
+    originals = {f"{owner}.{name}".lstrip("."): t.clone() for owner, m in model.named_modules()
+                 for name, t in vars(m).items() if isinstance(t, torch.Tensor)}
+    state = []
+    ep, plain = _export(model, inputs, base)
+    while plain:  # each round makes at least one more attribute a buffer
+        for path, before in plain.items():
+            if not isinstance(before, torch.Tensor):
+                raise UserError(f"{base}: forward assigns a new tensor attribute self.{path}; fusetune supports "
+                                "updating tensors that __init__ creates (create it there, e.g. as a buffer)")
+            before.copy_(originals[path])
+        keep_as_buffers(model, plain)
+        state += plain
+        ep, plain = _export(model, inputs, base)
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)
     reuse_cat_prefixes(ep.graph_module)
     split_long_cats(ep.graph_module)
     name_outputs(ep)
-    return ep, list(state)
+    return ep, state
 
 
 def name_outputs(ep):

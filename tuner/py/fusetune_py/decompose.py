@@ -204,11 +204,17 @@ def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse
     return _gather_rows(weight, 0, indices, wrap=False)
 
 
+def _copy(self, src, non_blocking=False):
+    """copy_ made functional (a state overwritten from an input): src in self's dtype and shape."""
+    return src.to(self.dtype).expand(self.shape).clone()
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
     max and min over a dimension as their value and index reductions, any and all as a float
-    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather."""
+    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather, and
+    copy_ into a tensor as its source broadcast and converted."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -230,4 +236,5 @@ def decompositions():
     table[torch.ops.aten.index.Tensor] = _index
     table[torch.ops.aten.index_select.default] = _index_select
     table[torch.ops.aten.embedding.default] = _embedding
+    table[torch.ops.aten.copy.default] = _copy
     return table

@@ -510,12 +510,14 @@ STATEFUL = """
         def __init__(self, n):
             super().__init__()
             self.h = torch.zeros(2, n)
+            self.steps = torch.zeros(1)
             self.register_buffer("total", torch.zeros(2, n), persistent=False)
 
         def forward(self, x):
             self.h = self.h * 0.5 + x
             self.total = self.total + self.h
-            return self.h
+            self.steps.add_(1.0)
+            return self.h * self.steps
 
     class Model(nn.Module):
         def __init__(self, n):
@@ -541,31 +543,59 @@ STATEFUL = """
 def test_reassigned_tensor_attributes_are_state(cli, write_model, tmp_path):
     # A recurrent model keeps its hidden state in plain tensor attributes that forward reassigns
     # (KernelBench's VanillaRNN): torch.export would put the old tensor back and only warn, and it
-    # drops a submodule's reassigned buffer silently. Both are state the program updates; a plain
-    # attribute forward only reads stays a constant.
+    # drops a submodule's reassigned buffer silently; it refuses a plain attribute changed in place.
+    # All are state the program updates; a plain attribute forward only reads stays a constant.
     model = write_model(STATEFUL)
     assert run_capture(cli, model, tmp_path)[0] == 0
     g = load_graph(tmp_path)
-    assert g["model"]["state_attributes"] == ["hidden", "cell.h"]
+    assert g["model"]["state_attributes"] == ["hidden", "cell.h", "cell.steps"]
     v = g["values"]
     assert (v["b_hidden"]["kind"], v["b_cell_h"]["kind"], v["b_cell_total"]["kind"]) == ("buffer",) * 3
     assert v["c_scale"]["kind"] == "constant"
-    assert sorted(m["target"] for m in g["mutations"]) == ["cell.h", "cell.total", "hidden"]
+    assert sorted(m["target"] for m in g["mutations"]) == ["cell.h", "cell.steps", "cell.total", "hidden"]
 
     module = common.load_module(model, "stateful_model")
     reference, captured = module.Model(5), module.Model(5)
     captured.load_state_dict(reference.state_dict())
     for name in ("hidden", "scale"):
         setattr(captured, name, getattr(reference, name).clone())
-    captured.cell.h = reference.cell.h.clone()
+    captured.cell.h, captured.cell.steps = reference.cell.h.clone(), reference.cell.steps.clone()
     ep, state = capture.export_graph(captured, module.get_inputs(), "model.py")
-    assert state == ["hidden", "cell.h"]
+    assert state == ["hidden", "cell.h", "cell.steps"]
     assert captured.state_dict().keys() == reference.state_dict().keys()  # the new buffers are not persistent
     program = ep.module()
     for _ in range(3):  # each call starts from the state the last one left
         x = torch.randn(2, 5)
         torch.testing.assert_close(program(x), reference(x))
     torch.testing.assert_close(program.get_buffer("cell.h"), reference.cell.h)
+    torch.testing.assert_close(program.get_buffer("cell.steps"), torch.tensor([3.0]))
+
+
+def test_state_overwritten_from_an_input():
+    # KernelBench's VanillaRNN also copies an optional initial hidden state into its attribute
+    # (copy_ of a (1, n) row broadcast over the batch here) before reassigning it.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden = torch.randn(3, 4)
+
+        def forward(self, x, initial_hidden=None):
+            if initial_hidden is not None:
+                self.hidden.copy_(initial_hidden)
+            self.hidden = torch.tanh(x + self.hidden)
+            return self.hidden * 2.0
+
+    torch.manual_seed(0)
+    reference, captured = M(), M()
+    captured.hidden = reference.hidden.clone()
+    x, h = torch.randn(3, 4), torch.randn(1, 4)
+    ep, state = capture.export_graph(captured, (x, h), "m.py")
+    assert state == ["hidden"]
+    assert not [n for n in ep.graph.nodes if "copy" in str(n.target)], ep.graph
+    program = ep.module()
+    for _ in range(2):
+        torch.testing.assert_close(program(x, h), reference(x, h))
+    torch.testing.assert_close(program.get_buffer("hidden"), reference.hidden)
 
 
 def test_a_tensor_attribute_forward_creates_is_refused(cli, write_model, tmp_path):
