@@ -139,7 +139,7 @@ def written_back(model):
     buffer as forward returns. torch.export does that for buffers of the root module only: it drops
     the others' silently, and for plain tensor attributes (not buffers) it puts the old tensor back
     and only warns. Yields a dict, filled on exit, of the plain ones' paths and the tensors they held
-    before (None for an attribute forward creates): the caller has to make those buffers."""
+    before (None for an attribute forward creates)."""
     paths = {id(m): path for path, m in model.named_modules()}
     first = {}  # path: (module, name, the tensor it held before forward assigned it)
     assign = torch.nn.Module.__setattr__
@@ -184,13 +184,16 @@ def _plain_tensor(model, path):
 
 
 def _export(model, inputs, base):
-    """(decomposed program, {}), or (None, {path: the tensor it held before forward}) for the plain tensor
-    attributes forward assigns or changes in place, which the caller has to make buffers first."""
+    """(decomposed program, {}, created), or (None, state, created) where state maps the paths of
+    the plain tensor attributes forward assigns or changes in place to the tensors they held
+    before, which the caller has to make buffers first. created: the attributes forward assigns a
+    tensor that __init__ did not create as one."""
     try:
         with quiet():
-            with written_back(model) as plain:
+            with written_back(model) as assigned:
                 ep = torch.export.export(model, tuple(inputs))
-            if not plain:  # (functionalization, which finds a constant changed in place, runs here)
+            state = {path: t for path, t in assigned.items() if isinstance(t, torch.Tensor)}
+            if not state:  # (functionalization, which finds a constant changed in place, runs here)
                 scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
                 ep = ep.run_decompositions(decompositions())
     except Exception as e:
@@ -198,28 +201,30 @@ def _export(model, inputs, base):
         held = _plain_tensor(model, mutated.group(1)) if mutated else None
         if held is None:
             raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
-        return None, {mutated.group(1): held}
-    return (None if plain else ep), plain
+        return None, {mutated.group(1): held}, []
+    return (None if state else ep), state, [path for path in assigned if path not in state]
 
 
 def export_graph(model, inputs, base):
     """(program, state): state lists the plain tensor attributes forward reassigns or changes in
     place (a recurrent model's hidden state), which become non-persistent buffers of model so that
-    the program updates them."""
+    the program updates them. A tensor forward stores in an attribute __init__ did not create as a
+    tensor (a cache) is not kept: the program computes every call as the traced one, and a note
+    says so (verification finds out if a later call read it)."""
     # Tracing changes a plain attribute that forward changes in place, before torch.export refuses it.
     originals = {f"{owner}.{name}".lstrip("."): t.clone() for owner, m in model.named_modules()
                  for name, t in vars(m).items() if isinstance(t, torch.Tensor)}
     state = []
-    ep, plain = _export(model, inputs, base)
-    while plain:  # each round makes at least one more attribute a buffer
-        for path, before in plain.items():
-            if not isinstance(before, torch.Tensor):
-                raise UserError(f"{base}: forward assigns a new tensor attribute self.{path}; fusetune supports "
-                                "updating tensors that __init__ creates (create it there, e.g. as a buffer)")
+    ep, found, created = _export(model, inputs, base)
+    for path in created:
+        print(f"note: {base}: forward stores a tensor in self.{path}, which __init__ does not create as a tensor; "
+              "ModelNew does not keep it (create it in __init__ for state kept from call to call)", file=sys.stderr)
+    while found:  # each round makes at least one more attribute a buffer
+        for path, before in found.items():
             before.copy_(originals[path])
-        keep_as_buffers(model, plain)
-        state += plain
-        ep, plain = _export(model, inputs, base)
+        keep_as_buffers(model, found)
+        state += found
+        ep, found, _ = _export(model, inputs, base)
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)
