@@ -298,7 +298,7 @@ ${BODY}        return ${RET}
   std::string state;
   for (const std::string& path : g.state_attributes) state += (state.empty() ? "" : ", ") + py_str(path);
   if (!state.empty())
-    state = "        # Tensors Model keeps as plain attributes and forward reassigns: buffers here (not in\n"
+    state = "        # Tensors Model keeps as plain attributes and forward updates: buffers here (not in\n"
             "        # state_dict(), as in Model), which .to() moves and the kernels update in place.\n"
             "        for path in [" + state + "]:\n"
             "            owner_path, _, name = path.rpartition(\".\")\n"

@@ -38,7 +38,7 @@ struct Graph {
   bool training = false;
   json init_args;
   json init_signature;  // {"def": "(self, a, b)", "call": "a, b"} of Model.__init__
-  // Plain tensor attributes of Model that forward reassigns ("hidden", "cell.h"): capture made them
+  // Plain tensor attributes of Model that forward updates ("hidden", "cell.h"): capture made them
   // non-persistent buffers, and ModelNew does the same.
   std::vector<std::string> state_attributes;
   std::string torch_version;

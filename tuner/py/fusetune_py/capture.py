@@ -153,7 +153,7 @@ def written_back(model):
 
     def write_back(_model, _args, _output):
         for module, name, before in first.values():
-            if name in module._buffers and module._buffers[name] is not before:
+            if isinstance(before, torch.Tensor) and module._buffers.get(name, before) is not before:
                 value = module._buffers[name]
                 module._buffers[name] = before
                 before.copy_(value)
