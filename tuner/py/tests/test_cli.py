@@ -212,6 +212,9 @@ GPU_FAMILY_PLANS = {
     "half_mn_forms.py": ["gemm"] * 5,  # B read MN-major: no conversions
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
+    # The concatenation of x and the hidden state, i2h with its tanh (the new hidden state) and the
+    # decay's product in its epilogue, h2o, the decay's sum (its new level).
+    "hidden_state.py": ["elementwise", "gemm", "gemm", "elementwise"],
 }
 
 
