@@ -224,15 +224,19 @@ TEST(Emit, StateUpdates) {
 // moves them, the bindings store their new values and state_dict() stays Model's.
 TEST(Emit, ReassignedTensorAttributesBecomeBuffers) {
   const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_hidden.py");
-  EXPECT_EQ(cap.g.state_attributes, (std::vector<std::string>{"hidden", "cell.h"}));
-  ASSERT_EQ(cap.plan.mutations.size(), 2u);
+  EXPECT_EQ(cap.g.state_attributes, (std::vector<std::string>{"hidden", "cell.h", "cell.steps"}));
+  ASSERT_EQ(cap.plan.mutations.size(), 4u);
   std::map<std::string, KernelChoice> kernels;
   for (const Group& gr : cap.plan.groups)
     kernels[gr.id] = gr.family == "gemm" ? KernelChoice{"gemm", "gemm.cuh"} : KernelChoice{"elementwise", "elementwise.cuh"};
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string model_new = read_file(path_join(cap.o.out, "model_new.py"));
-  EXPECT_NE(model_new.find("for path in [\"hidden\", \"cell.h\"]:"), std::string::npos) << model_new;
-  EXPECT_NE(model_new.find("self.get_buffer(\"hidden\"), self.get_buffer(\"cell.h\"))"), std::string::npos) << model_new;
+  EXPECT_NE(model_new.find("for path in [\"hidden\", \"cell.h\", \"cell.steps\"]:"), std::string::npos) << model_new;
+  // The GEMM group stores the new cell.h, cell.total and hidden; another the steps' count.
+  EXPECT_NE(model_new.find("self.get_buffer(\"cell.h\"), self.get_buffer(\"cell.total\"), self.get_buffer(\"hidden\"))"),
+            std::string::npos) << model_new;
+  EXPECT_NE(model_new.find("cuda_extension.g2(self.get_buffer(\"cell.steps\"), self.get_buffer(\"cell.steps\"))"),
+            std::string::npos) << model_new;
   // ModelNew's __init__ runs as written (the extension stubbed): the same state_dict as Model's,
   // and the two attributes are buffers.
   const std::string script =
@@ -243,7 +247,7 @@ TEST(Emit, ReassignedTensorAttributesBecomeBuffers) {
       "new, ref = model_new.ModelNew(5), model.Model(5)\n"
       "assert new.state_dict().keys() == ref.state_dict().keys(), (new.state_dict().keys(), ref.state_dict().keys())\n"
       "buffers = dict(new.named_buffers())\n"
-      "assert buffers['hidden'].shape == (2, 5) and 'cell.h' in buffers, buffers.keys()\n"
+      "assert buffers['hidden'].shape == (2, 5) and 'cell.h' in buffers and 'cell.steps' in buffers, buffers.keys()\n"
       "assert 'hidden' not in new.__dict__ and 'h' not in new.cell.__dict__\n";
   EXPECT_EQ(run_process({"python3", "-c", script, cap.o.out}), 0);
 }

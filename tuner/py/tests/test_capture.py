@@ -505,48 +505,15 @@ def test_products_with_a_diagonal_matrix_become_scalings():
         torch.testing.assert_close(got, want)
 
 
-STATEFUL = """
-    class Cell(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.h = torch.zeros(2, n)
-            self.steps = torch.zeros(1)
-            self.register_buffer("total", torch.zeros(2, n), persistent=False)
-
-        def forward(self, x):
-            self.h = self.h * 0.5 + x
-            self.total = self.total + self.h
-            self.steps.add_(1.0)
-            return self.h * self.steps
-
-    class Model(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.hidden = torch.randn(2, n)
-            self.scale = torch.full((n,), 3.0)
-            self.cell = Cell(n)
-            self.fc = nn.Linear(2 * n, n)
-
-        def forward(self, x):
-            self.hidden = self.hidden.to(x.device)
-            self.hidden = torch.tanh(self.fc(torch.cat((x, self.hidden), dim=1)))
-            return self.cell(self.hidden) * self.scale + self.cell.total
-
-    def get_inputs():
-        return [torch.randn(2, 5)]
-
-    def get_init_inputs():
-        return [5]
-"""
+STATEFUL = os.path.join(os.path.dirname(PY_DIR), "tests", "data", "small_hidden.py")
 
 
-def test_reassigned_tensor_attributes_are_state(cli, write_model, tmp_path):
-    # A recurrent model keeps its hidden state in plain tensor attributes that forward reassigns
-    # (KernelBench's VanillaRNN): torch.export would put the old tensor back and only warn, and it
-    # drops a submodule's reassigned buffer silently; it refuses a plain attribute changed in place.
-    # All are state the program updates; a plain attribute forward only reads stays a constant.
-    model = write_model(STATEFUL)
-    assert run_capture(cli, model, tmp_path)[0] == 0
+def test_reassigned_tensor_attributes_are_state(cli, tmp_path):
+    # State in tensor attributes (small_hidden.py): torch.export would put a reassigned plain
+    # attribute's old tensor back and only warn, it drops a submodule's reassigned buffer silently,
+    # and it refuses a plain attribute changed in place. All are state the program updates; a
+    # plain attribute forward only reads stays a constant.
+    assert run_capture(cli, STATEFUL, tmp_path)[0] == 0
     g = load_graph(tmp_path)
     assert g["model"]["state_attributes"] == ["hidden", "cell.h", "cell.steps"]
     v = g["values"]
@@ -554,7 +521,7 @@ def test_reassigned_tensor_attributes_are_state(cli, write_model, tmp_path):
     assert v["c_scale"]["kind"] == "constant"
     assert sorted(m["target"] for m in g["mutations"]) == ["cell.h", "cell.steps", "cell.total", "hidden"]
 
-    module = common.load_module(model, "stateful_model")
+    module = common.load_module(STATEFUL, "stateful_model")
     reference, captured = module.Model(5), module.Model(5)
     captured.load_state_dict(reference.state_dict())
     for name in ("hidden", "scale"):
