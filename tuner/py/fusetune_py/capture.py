@@ -12,8 +12,9 @@ import sys
 import torch
 from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 
-from .common import (UserError, build_model_and_inputs, check_input_dtypes, dtype_name, first_line, json_float,
-                     keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main, sha256_file, atomic_path)
+from .common import (UserError, attribute_owner, build_model_and_inputs, check_input_dtypes, dtype_name, first_line,
+                     json_float, keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main, sha256_file,
+                     atomic_path)
 from .decompose import decompositions
 from .graph_passes import fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals, split_long_cats
 from .half import MODEL_DTYPE, compute_half_in_float32
@@ -175,11 +176,11 @@ _MUTATED_CONSTANT = re.compile(r"Constant (\S+) is mutated")
 
 def _plain_tensor(model, path):
     """The plain tensor attribute of model at path ("h", "cell.h"), or None."""
-    owner_path, _, name = path.rpartition(".")
     try:
-        value = model.get_submodule(owner_path).__dict__.get(name)
+        owner, name = attribute_owner(model, path)
     except AttributeError:
         return None
+    value = owner.__dict__.get(name)
     return value if isinstance(value, torch.Tensor) else None
 
 

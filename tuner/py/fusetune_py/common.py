@@ -109,13 +109,19 @@ def build_model(module, seed, cls_name="Model", init_module=None):
     return model, init_args
 
 
+def attribute_owner(model, path):
+    """(the submodule of model that holds the attribute at path ("hidden", "cell.h"), its name);
+    AttributeError where no submodule is at that path."""
+    owner_path, _, name = path.rpartition(".")
+    return model.get_submodule(owner_path), name
+
+
 def keep_as_buffers(model, paths):
     """Turns the plain tensor attributes at paths ("hidden", "cell.h") into non-persistent buffers:
     forward's reassignments of them (a recurrent model's hidden state) are then updates torch.export
     records, .to() moves them, and state_dict() stays as it was."""
     for path in paths:
-        owner_path, _, name = path.rpartition(".")
-        owner = model.get_submodule(owner_path)
+        owner, name = attribute_owner(model, path)
         owner.register_buffer(name, owner.__dict__.pop(name), persistent=False)
 
 

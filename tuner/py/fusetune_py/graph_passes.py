@@ -243,7 +243,8 @@ def scale_by_diagonals(gm):
                 else:  # scale the rows of b (the columns of a)
                     factor = graph.call_function(torch.ops.aten.unsqueeze.default, (v, 1 - pos))
                     factor.meta["val"] = torch.ops.aten.unsqueeze.default(v.meta["val"], 1 - pos)
-                scaled = graph.call_function(torch.ops.aten.mul.Tensor, (factor, other) if pos == 0 else (other, factor))
+                operands = (factor, other) if pos == 0 else (other, factor)
+                scaled = graph.call_function(torch.ops.aten.mul.Tensor, operands)
             scaled.meta["val"] = product.meta["val"]
             scaled.meta["stack_trace"] = product.meta.get("stack_trace")
             product.replace_all_uses_with(scaled)

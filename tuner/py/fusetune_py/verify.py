@@ -8,8 +8,9 @@ import statistics
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .common import (UserError, build_inputs, build_model, first_line, json_float, load_module, pick_device,
-                     pytorch_default_precision, run_main, set_tf32, strict_fp32, to_device, write_json_atomic)
+from .common import (UserError, attribute_owner, build_inputs, build_model, first_line, json_float, load_module,
+                     pick_device, pytorch_default_precision, run_main, set_tf32, strict_fp32, to_device,
+                     write_json_atomic)
 
 MAX_FIRST_MISMATCHES = 10
 PROFILE_DEVICE = "cuda"  # a module constant so that tests can exercise the protocol on the CPU
@@ -160,12 +161,14 @@ def compare_state(model, model_new, atol, rtol):
     counter) and the tensors Model keeps as plain attributes where ModelNew has buffers (a
     recurrent model's hidden state); floating ones within the tolerance, integer ones exactly."""
     theirs = dict(model_new.named_buffers())
-    refs, modules = dict(model.named_buffers()), dict(model.named_modules())
-    for name in theirs.keys() - refs.keys():
-        owner, _, attr = name.rpartition(".")
-        value = getattr(modules[owner], attr, None) if owner in modules else None
-        if isinstance(value, torch.Tensor):
-            refs[name] = value
+    refs = dict(model.named_buffers())
+    for path in theirs.keys() - refs.keys():
+        try:
+            owner, name = attribute_owner(model, path)
+        except AttributeError:
+            continue
+        if isinstance(getattr(owner, name, None), torch.Tensor):
+            refs[path] = getattr(owner, name)
     state = {}
     for name, ref in refs.items():
         mine = theirs.get(name)
