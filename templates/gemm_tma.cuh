@@ -2,8 +2,14 @@
 // C[b, m, n] = Op(sum_k A[b, m, k] * B[b, k, n], ...), A slot 0 K-major (rows contiguous along
 // k) and B slot 1 K-major too (columns contiguous along k: nn.Linear's x @ W^T) or, with B_MN
 // and half operands, MN-major (rows contiguous along n: a plain A @ B), read by TMA as tensor
-// maps. OPERAND: float32 operands multiplied in TF32, or float16 / bfloat16 ones as they are
-// (gemm_tma_split.h's kGemmTma*); fp32 accumulators and epilogue either way.
+// maps. OPERAND: float32 operands multiplied in TF32, or float16 / bfloat16 ones as they are, or
+// float32 ones in 3xTF32 (gemm_tma_split.h's kGemmTma*); fp32 accumulators and epilogue always.
+// 3xTF32: a = a_big + a_small with a_big a's TF32 value, and a * b ~ a_big * b_big + a_big *
+// b_small + a_small * b_big (the dropped a_small * b_small and the TF32 rounding of the small
+// parts are about 2^-21 of |a * b|: float32's accuracy, CUTLASS's "3xTF32"). Two warps of the
+// producer warpgroup split each stage once it has landed: the TF32 values in place, the
+// remainders' TF32 values at the same offsets in the stage's second half, which the three
+// wgmmas of each step read through descriptors offset by that half.
 // Persistent and warp-specialized: one producer warpgroup issues TMA loads into a ring of
 // 128-byte-swizzled shared-memory stages; two consumer warpgroups run wgmma on it and apply the
 // epilogue through a shared-memory staging buffer (float4 rows). Edges need no predicates in the
@@ -31,12 +37,14 @@ namespace tma_gemm {
 
 constexpr int kConsumers = 2;             // consumer warpgroups, stacked along M
 constexpr int kChunkBytes = 64 * 32 * 4;  // one staged 64x32 fp32 chunk
-constexpr int kWatchWords = kConsumers + 1;  // progress of each consumer and of the producer
+constexpr int kWatchWords = kConsumers + 2;  // progress of each consumer, the producer and the splitters
 
 template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_, int OPERAND_, int B_MN_>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_, CLUSTER = CLUSTER_;
   static constexpr int OPERAND = OPERAND_;
+  static constexpr bool kSplit = OPERAND == kGemmTma3xTF32;  // 3xTF32: stages split by the splitter warps
+  static constexpr int kWgmmaType = kSplit ? kGemmTmaFloat32 : OPERAND;  // what the wgmmas multiply
   // B MN-major: a stage holds B as BN / 64 blocks of 64 columns by the k-tile's 64 rows (128 B
   // each), kBBlockBytes apart; each block of a cluster loads kBSliceRows of those rows of every
   // block. K-major: BN rows of one k-tile, each block of a cluster loading kBSliceRows of them.
@@ -54,26 +62,31 @@ struct Config {
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
   static constexpr int kBBlockBytes = 64 * 128;
   static constexpr int kBSliceRows = gemm_tma_b_box_rows(BN, CLUSTER, OPERAND, B_MN);  // what each block loads
-  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kLoadBytes = kABytes + kBBytes;  // what TMA delivers per stage
+  // A 3xTF32 stage: the loaded operands (split into their TF32 values in place), then their
+  // remainders; it takes the bytes and the barrier space of two stages (gemm_tma_stage_units).
+  static constexpr int kUnits = gemm_tma_stage_units(OPERAND);
+  static constexpr int kStageBytes = kUnits * kLoadBytes;
   static constexpr int kStagingOffset = STAGES * kStageBytes;
-  static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;
-  static constexpr int kTurnOffset = kBarrierOffset + 2 * STAGES * 8;
+  static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;  // full, empty (, split)
+  static constexpr int kTurnOffset = kBarrierOffset + kUnits * 2 * STAGES * 8;
   static constexpr int kWatchOffset = kTurnOffset + 2 * 8;
   static constexpr int kSmemBytes = kWatchOffset + kGemmTmaWatchBytes + 1024;  // +1024: alignment
 
   static_assert(kThreads == kGemmTmaThreads, "launch.h launches this many threads");
-  static_assert(kSmemBytes == gemm_tma_smem_bytes(BM, BN, STAGES), "launch.h's shared-memory size");
+  static_assert(kSmemBytes == gemm_tma_smem_bytes(BM, BN, kUnits * STAGES), "launch.h's shared-memory size");
   static_assert(kGemmTmaStagingBytes == kConsumers * 2 * kChunkBytes, "two staging chunks per consumer");
   static_assert(kMTiles * 64 * kTileConsumers == BM && kMTiles <= 2, "each consumer owns 64 or 128 rows");
   static_assert(kMTiles * BN / 2 <= 128, "accumulators beyond 128 registers per thread would spill");
   static_assert(kMTiles * BN / 32 % 2 == 0, "staging buffers alternate per chunk and restart per tile");
   static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a Wgmma<BN, OPERAND> wrapper exists");
-  static_assert(OPERAND == kGemmTmaFloat32 || OPERAND == kGemmTmaFloat16 || OPERAND == kGemmTmaBfloat16, "an operand type");
+  static_assert(OPERAND == kGemmTmaFloat32 || gemm_tma_half(OPERAND) || kSplit, "an operand type");
+  static_assert(!kSplit || !B_MN, "3xTF32 multiplies K-major operands (TF32 wgmma)");
   static_assert(STAGES >= 2, "a ring needs two stages to overlap loads and math");
   static_assert(GROUP_M >= 1, "at least one M-tile per group");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
   static_assert(kBSliceRows % 8 == 0, "each block's slice of B starts on a 1024-byte swizzle pattern");
-  static_assert(!B_MN || (OPERAND != kGemmTmaFloat32 && kKTile == 64 && BN % 64 == 0),
+  static_assert(!B_MN || (gemm_tma_half(OPERAND) && kKTile == 64 && BN % 64 == 0),
                 "an MN-major B needs 16-bit operands (TF32 wgmma reads K-major only) in 64-column blocks");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc would wait forever for registers the producer never frees");
@@ -156,9 +169,10 @@ struct RingPos {
 };
 
 // Watchdog (lane 0 of the producer warpgroup's warp 1). Each consumer warpgroup writes its
-// progress word after every k-tile and tile, the producer warp after every k-tile it issues, and
-// each writes kFinished when done. If no word changes for kWatchdogNs, the pipeline is stuck:
-// the trap ends the kernel with an error instead of hanging the GPU. Every wait of the kernel
+// progress word after every k-tile and tile, the producer warp after every k-tile it issues (the
+// 3xTF32 splitters after every k-tile they split), and each writes kFinished when done. If no
+// word changes for kWatchdogNs, the pipeline is stuck: the trap ends the kernel with an error
+// instead of hanging the GPU. Every wait of the kernel
 // (mbarrier, named barrier, setmaxnreg.inc) sits between two progress writes. Stalled time is
 // summed in steps of at most 1 ms, so time during which this context was not running does not
 // count. 1 us sleeps: a block ends up to one sleep after its consumers.
@@ -211,7 +225,7 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
       if (lane == 0) {
         const unsigned full = full_bar + 8 * pos.stage;
         const unsigned dst = smem + pos.stage * Cfg::kStageBytes;
-        sm90::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
+        sm90::mbar_arrive_expect_tx(full, Cfg::kLoadBytes);
         const int k0 = kt * Cfg::kKTile;
         sm90::tma_load_3d(dst, ta, full, k0, tc.m0, a_batched ? tc.b : 0);
         const int b_batch = b_batched ? tc.b : 0;
@@ -254,6 +268,51 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
   for (int s = 0; s < Cfg::STAGES; ++s) {
     sm90::mbar_wait(empty_bar + 8 * pos.stage, pos.phase ^ 1);
     pos.advance();
+  }
+  sm90::st_volatile_shared(progress_word, kFinished);
+}
+
+// 3xTF32 splitter (warps 2 and 3 of the producer warpgroup, t their thread 0..63): for every
+// k-tile of every unit of this block, wait for the stage's bytes, replace each loaded float by
+// its TF32 value and write the TF32 value of its remainder at the same offset kLoadBytes on (the
+// same swizzled layout, so the remainders' descriptors are the values' ones plus that offset),
+// fence the writes for the wgmmas (async proxy) and arrive, once per warp, on the stage's split
+// barrier, which the consumers wait for instead of the full one. The consumers release the
+// stage only after that, so no TMA write into it can overtake these.
+template <class Cfg>
+__device__ void split_stages(int t, unsigned smem, unsigned full_bar, unsigned split_bar, const Schedule& sched) {
+  const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * (kConsumers + 1);
+  unsigned progress = 0;
+  RingPos<Cfg::STAGES> pos;
+  constexpr int kVectors = Cfg::kLoadBytes / 16, kThreads = 64;
+  static_assert(kVectors % (2 * kThreads) == 0, "whole rounds of two vectors per thread");
+  for (int u = first_unit<Cfg>(); u < sched.split.units(); u += unit_step<Cfg>()) {
+    const Unit unit = unit_at(u, sched);
+    for (int kt = unit.k0; kt < unit.k1; ++kt) {
+      sm90::mbar_wait(full_bar + 8 * pos.stage, pos.phase);
+      const unsigned base = smem + pos.stage * Cfg::kStageBytes;
+#pragma unroll 2
+      for (int i = t; i < kVectors; i += 2 * kThreads) {
+        float4 v[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) v[h] = sm90::ld_shared_v4(base + 16 * (i + h * kThreads));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned at = base + 16 * (i + h * kThreads);
+          const float4 big = make_float4(sm90::round_tf32(v[h].x), sm90::round_tf32(v[h].y), sm90::round_tf32(v[h].z),
+                                         sm90::round_tf32(v[h].w));
+          sm90::st_shared_v4(at, big);
+          sm90::st_shared_v4(at + Cfg::kLoadBytes,
+                             make_float4(sm90::round_tf32(v[h].x - big.x), sm90::round_tf32(v[h].y - big.y),
+                                         sm90::round_tf32(v[h].z - big.z), sm90::round_tf32(v[h].w - big.w)));
+        }
+      }
+      sm90::fence_proxy_async_shared();
+      __syncwarp();
+      if (t % 32 == 0) sm90::mbar_arrive(split_bar + 8 * pos.stage);
+      pos.advance();
+      sm90::st_volatile_shared(progress_word, ++progress);
+    }
   }
   sm90::st_volatile_shared(progress_word, kFinished);
 }
@@ -467,13 +526,14 @@ __device__ __forceinline__ void gather_partials(float (&acc)[Cfg::kMTiles][Cfg::
 // keeps each within one phase of every stage's barrier, which parity waits need (without it a
 // consumer arriving early mistakes an older phase of the stage for its own), and it is CUTLASS's
 // ping-pong order: one consumer's MMAs while the other runs its epilogue. Per
-// k-tile: wait for the stage's bytes, 4 k8 steps of wgmma per m64 tile, commit, and wait until at
+// k-tile: wait for the stage's bytes (3xTF32: for its split), 4 k8 steps of wgmma per m64 tile
+// (3xTF32: three products each), commit, and wait until at
 // most this group is in flight; the previous k-tile's wgmmas have then retired, so each warp
 // releases that stage with one arrival (4 arrivals per consumer sharing the stage complete the
 // empty barrier's phase). A k-tile is 4 steps of 32 bytes per row: k8 in TF32, k16 in half (of
 // an MN-major B, 16 of its rows per step).
 template <class Cfg, class Op>
-__device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, unsigned empty_bar, int consumer,
+__device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, unsigned empty_bar, int consumer,
                         const Schedule& sched, unsigned* split_ws, bool vec_ok) {
   const int lane = threadIdx.x % 32;
   // Every thread writes the same value: no branch near the wgmmas.
@@ -508,15 +568,22 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned full_bar, u
       for (int i = 0; i < Cfg::kAccRegs; ++i) acc[mt][i] = 0.f;
     int prev_stage = 0;
     for (int kt = 0; kt < k_tiles; ++kt) {
-      sm90::mbar_wait(full_bar + 8 * pos.stage, pos.phase);
+      sm90::mbar_wait(ready_bar + 8 * pos.stage, pos.phase);
       const unsigned long long stage_off = (pos.stage * Cfg::kStageBytes) >> 4;
+      constexpr unsigned long long kSmall = Cfg::kLoadBytes >> 4;  // 3xTF32: the remainders' offset
+      using Mma = sm90::Wgmma<Cfg::BN, Cfg::kWgmmaType, Cfg::B_MN>;
       sm90::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int mt = 0; mt < Cfg::kMTiles; ++mt)  // A: +2 per step, 32 bytes encoded >> 4
-          sm90::Wgmma<Cfg::BN, Cfg::OPERAND, Cfg::B_MN>::mma(acc[mt], desc_a[mt] + stage_off + 2 * kk,
-                                                             desc_b + stage_off + kBStep * kk, 1);
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt) {  // A: +2 per step, 32 bytes encoded >> 4
+          const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
+          if constexpr (Cfg::kSplit) {  // a_small * b_big and a_big * b_small
+            Mma::mma(acc[mt], da + kSmall, db, 1);
+            Mma::mma(acc[mt], da, db + kSmall, 1);
+          }
+          Mma::mma(acc[mt], da, db, 1);
+        }
       sm90::wgmma_commit();
       sm90::wgmma_wait<1>();
 #pragma unroll
@@ -564,17 +631,19 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // TMA's 128B swizzle and the wgmma descriptors assume every stage starts on 1024 B.
   const unsigned smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const unsigned full_bar = smem + Cfg::kBarrierOffset;  // STAGES x 8 B, then the empty ones
-  const unsigned empty_bar = full_bar + 8 * STAGES;
+  const unsigned full_bar = smem + Cfg::kBarrierOffset;  // STAGES x 8 B, then the empty and split ones
+  const unsigned empty_bar = full_bar + 8 * STAGES, split_bar = empty_bar + 8 * STAGES;
   const unsigned progress_words = smem + Cfg::kWatchOffset;
   const Schedule sched = make_schedule<Cfg>(a);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       sm90::mbar_init(full_bar + 8 * s, 1);                // the producer's arrive_expect_tx
       sm90::mbar_init(empty_bar + 8 * s, Cfg::kTileConsumers * 4 * CLUSTER);  // per consuming warp of the cluster
+      if (Cfg::kSplit) sm90::mbar_init(split_bar + 8 * s, 2);  // per splitter warp
     }
     for (int c = 0; c < kConsumers; ++c) sm90::mbar_init(smem + Cfg::kTurnOffset + 8 * c, 128);  // a warpgroup's hand-over
-    for (int w = 0; w < kWatchWords; ++w) sm90::st_volatile_shared(progress_words + 4 * w, 0);
+    for (int w = 0; w < kWatchWords; ++w)  // without a split, no splitter reports
+      sm90::st_volatile_shared(progress_words + 4 * w, w == kConsumers + 1 && !Cfg::kSplit ? kFinished : 0);
     sm90::fence_mbar_init();
   }
   // In a cluster, no block may signal a peer's barriers before the peer has initialized them.
@@ -585,17 +654,18 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThread
   // Read through a shuffle so the compiler knows it is warp-uniform (CUTLASS's
   // canonical_warp_group_idx): a branch it cannot prove uniform serializes the wgmmas (C7518).
   const int warpgroup = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);
-  if (warpgroup == kConsumers) {  // the last warpgroup: producer, watchdog, two idle warps
+  if (warpgroup == kConsumers) {  // the last warpgroup: producer, watchdog, two splitters (or idle warps)
     sm90::setmaxnreg_dec<Cfg::kProducerRegs>();
     const int warp = threadIdx.x % 128 / 32;
     if (warp == 0) produce<Cfg, Op>(a, &ta, &tb, smem, full_bar, empty_bar, sched);
     if (warp == 1 && threadIdx.x % 32 == 0) watch_progress(progress_words);
+    if (Cfg::kSplit && warp >= 2) split_stages<Cfg>(threadIdx.x % 128 - 64, smem, full_bar, split_bar, sched);
     return;
   }
   sm90::setmaxnreg_inc<Cfg::kConsumerRegs>();
   // Vector epilogue: rows of whole float4s, every float input and output 16-byte aligned, every
   // half one 8-byte aligned.
-  consume<Cfg, Op>(a, smem, full_bar, empty_bar, warpgroup, sched, split_ws,
+  consume<Cfg, Op>(a, smem, Cfg::kSplit ? split_bar : full_bar, empty_bar, warpgroup, sched, split_ws,
                    a.n % 4 == 0 && vector_aligned<Op, 4>(a));
 #else
   __trap();  // needs sm_90a (wgmma, setmaxnreg)

@@ -7,9 +7,17 @@
 namespace fusetune {
 
 // Operand element types of the TMA GEMM (the dtype of its operand slots): float32 read as TF32,
-// float16 and bfloat16 as they are. A k-tile is one 128-byte row of a box: 32 floats or 64 halves.
-constexpr int kGemmTmaFloat32 = 0, kGemmTmaFloat16 = 1, kGemmTmaBfloat16 = 2;
-FUSETUNE_HOST_DEVICE constexpr int gemm_tma_k_tile(int operand) { return operand == kGemmTmaFloat32 ? 32 : 64; }
+// float16 and bfloat16 as they are, and float32 as 3xTF32 (each value split into its TF32 value
+// and the TF32 value of its remainder, three products: about float32's accuracy). A k-tile is
+// one 128-byte row of a box: 32 floats or 64 halves.
+constexpr int kGemmTmaFloat32 = 0, kGemmTmaFloat16 = 1, kGemmTmaBfloat16 = 2, kGemmTma3xTF32 = 3;
+FUSETUNE_HOST_DEVICE constexpr bool gemm_tma_half(int operand) {
+  return operand == kGemmTmaFloat16 || operand == kGemmTmaBfloat16;
+}
+FUSETUNE_HOST_DEVICE constexpr int gemm_tma_k_tile(int operand) { return gemm_tma_half(operand) ? 64 : 32; }
+// A 3xTF32 stage also holds the operands' remainders: the shared memory of two stages
+// (gemm_tma_smem_bytes of 2 x STAGES).
+FUSETUNE_HOST_DEVICE constexpr int gemm_tma_stage_units(int operand) { return operand == kGemmTma3xTF32 ? 2 : 1; }
 // The rows of B's tensor-map box, which each block of a cluster of `cluster` loads per k-tile:
 // BN / cluster rows along n (K-major B), or k-tile / cluster rows along k of each 64-column block
 // (MN-major B, half operands).

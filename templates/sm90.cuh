@@ -1,6 +1,6 @@
 // sm_90 PTX as templates/gemm_tma.cuh uses it: mbarriers (also a cluster peer's), TMA tensor
 // loads (also multicast to a cluster), the cluster barrier, register reallocation, named
-// barriers and shared-memory access, and the sm_90a warpgroup MMA (TF32 m64nNk8 with A and B
+// barriers and shared-memory access, TF32 rounding, and the sm_90a warpgroup MMA (TF32 m64nNk8 with A and B
 // read through shared-memory descriptors, the K-major 128-byte-swizzle descriptor, and the
 // fences and waits around it). NVRTC has no <cstdint>: built-in types.
 #pragma once
@@ -139,6 +139,22 @@ __device__ __forceinline__ float4 ld_shared_v4(unsigned addr) {
                : "r"(addr)
                : "memory");
   return v;
+}
+__device__ __forceinline__ void st_shared_v4(unsigned addr, float4 v) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+// Orders this thread's generic-proxy writes to shared memory before later async-proxy reads of
+// it (wgmma operands) that a barrier makes wait for them.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// x rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), as a float whose low
+// 13 bits are zero.
+__device__ __forceinline__ float round_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
 }
 
 // ---- warpgroup MMA ----

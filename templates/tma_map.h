@@ -39,8 +39,8 @@ using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint3
 // address that is not 16-byte aligned makes the encoder fail.
 inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const KernelArgs& a, int slot, int box_rows,
                                     int operand = kGemmTmaFloat32, bool mn_major = false) {
-  const long long bytes = operand == kGemmTmaFloat32 ? 4 : 2;
-  const CUtensorMapDataType type = operand == kGemmTmaFloat32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+  const long long bytes = gemm_tma_half(operand) ? 2 : 4;
+  const CUtensorMapDataType type = !gemm_tma_half(operand)      ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : operand == kGemmTmaFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const long long extent = slot == 0 ? a.m : a.n;
@@ -69,7 +69,7 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
 // it, as they share the reduce kernels' workspaces.
 template <int BM, int BN, int STAGES, int CLUSTER, int OPERAND = kGemmTmaFloat32, int B_MN = 0, class Kernel>
 void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream) {
-  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES, CLUSTER, args.m, args.n, args.batch);
+  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES * gemm_tma_stage_units(OPERAND), CLUSTER, args.m, args.n, args.batch);
   auto fail = [](const std::string& what) { throw std::runtime_error("fusetune: TMA GEMM: " + what); };
   static TensorMapEncoder encode = [] {
     void* fn = nullptr;

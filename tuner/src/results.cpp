@@ -26,6 +26,7 @@ json template_hashes(const std::vector<std::string>& dirs) {
 }
 
 double peak_flops(const json& device, const std::string& precision) {
+  if (precision == "3xtf32") return device.value("tf32_peak_tflops", 0.0) * 1e12 / 3;  // three TF32 products each
   const char* key = precision.rfind("tf32", 0) == 0                    ? "tf32_peak_tflops"
                     : precision == "fp16" || precision == "bf16" ? "half_peak_tflops"
                                                                  : "fp32_peak_tflops";

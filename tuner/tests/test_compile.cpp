@@ -154,8 +154,8 @@ TEST(Compile, EveryGemmInstance) {
 }
 
 // nn.Linear's x @ W^T + b with a residual, at sizes that are no tile multiple: both operands are
-// K-major with row strides of whole 16 bytes, so the TMA wgmma family competes too, compiled for
-// sm_90a (tf32 policy only).
+// K-major with row strides of whole 16 bytes, so the TMA wgmma families compete too, compiled for
+// sm_90a: TF32 under the tf32 policy only, 3xTF32 under either.
 TEST(Compile, EveryTmaGemmInstance) {
   Graph g = G().value("x", {131, 68}, "input").value("w", {45, 68}, "parameter").value("b", {45}, "parameter")
                 .value("r", {131, 45}, "input")
@@ -170,21 +170,28 @@ TEST(Compile, EveryTmaGemmInstance) {
   compile_space(gr, Compiler(templates(), "sm_90", dir), &names);
   const long tma = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_tma_", 0) == 0; });
   EXPECT_EQ(tma, 84);  // configs/gemm_tma.json under its constraints
+  const long x3 = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_3xtf32_", 0) == 0; });
+  EXPECT_EQ(x3, 26);  // configs/gemm_3xtf32.json under its constraints
   // The cache entry of each TMA instance says it was compiled for sm_90a.
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   ctx.arch = "sm_90";
   const Compiler c(templates(), "sm_90", dir);
   for (const CompileJob& j : compile_jobs(gr, ctx, "tf32")) {
-    if (j.name.rfind("gemm_tma_", 0) != 0) continue;
+    if (j.name.rfind("gemm_tma_", 0) != 0 && j.name.rfind("gemm_3xtf32_", 0) != 0) continue;
     EXPECT_EQ(j.arch, "sm_90a") << j.name;
     const CompileResult r = c.compile(j);
     ASSERT_TRUE(r.cached && r.ok) << j.name;
     const std::string cubin = read_file(r.cubin_path);
     EXPECT_NE(cubin.find("sm_90a"), std::string::npos) << j.name;
   }
-  // Under the fp32 policy the TF32 family does not compete.
-  for (const CompileJob& j : compile_jobs(gr, ctx, "fp32")) EXPECT_NE(j.name.rfind("gemm_tma_", 0), 0u) << j.name;
+  // Under the fp32 policy the TF32 family does not compete; the 3xTF32 one does.
+  long x3_fp32 = 0;
+  for (const CompileJob& j : compile_jobs(gr, ctx, "fp32")) {
+    EXPECT_NE(j.name.rfind("gemm_tma_", 0), 0u) << j.name;
+    x3_fp32 += j.name.rfind("gemm_3xtf32_", 0) == 0;
+  }
+  EXPECT_EQ(x3_fp32, 26);
 }
 
 TEST(Compile, EveryReduceInstance) {

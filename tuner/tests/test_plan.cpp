@@ -12,6 +12,7 @@
 #include "pipeline.h"
 #include "plan.h"
 #include "reduce_launch.h"
+#include "results.h"
 #include "tma_map.h"
 #include "util.h"
 
@@ -896,8 +897,9 @@ TEST(Plan, ThreadKeepsWholeRowsWhereTheyFit) {
             std::string::npos);
 }
 
-// The TMA wgmma family runs a GEMM group only with both operands K-major, row strides of whole
-// 16 bytes, and on sm_90 (compiled for sm_90a); the other GEMM families run it regardless.
+// The TMA wgmma families (TF32 and 3xTF32) run a GEMM group only with both operands K-major, row
+// strides of whole 16 bytes, and on sm_90 (compiled for sm_90a); the other GEMM families run it
+// regardless.
 TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   auto linear = [](int64_t k, bool transposed_w) {
     G b;
@@ -914,18 +916,21 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   };
   std::vector<std::string> refused;
   EXPECT_EQ(names(linear(8, true), "sm_90", &refused),
-            (std::vector<std::string>{"gemm", "gemm_tma", "cublaslt_tf32", "cublaslt_fp32"}));
+            (std::vector<std::string>{"gemm", "gemm_tma", "gemm_3xtf32", "cublaslt_tf32", "cublaslt_fp32"}));
   EXPECT_TRUE(refused.empty());
   EXPECT_EQ(family_by_name("gemm_tma").arch("sm_90"), "sm_90a");
   EXPECT_EQ(names(linear(8, true), "sm_80", &refused), (std::vector<std::string>{"gemm", "cublaslt_tf32", "cublaslt_fp32"}));
-  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: its kernels do not run on sm_80"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: its kernels do not run on sm_80",
+                                                "gemm_3xtf32: its kernels do not run on sm_80"}));
   refused.clear();
   names(linear(8, false), "sm_90", &refused);  // a plain A @ B: B's rows run along n
-  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (TF32 wgmma reads both operands along k)"}));
+  EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (TF32 wgmma reads both operands along k)",
+                                                "gemm_3xtf32: B is not K-major (TF32 wgmma reads both operands along k)"}));
   refused.clear();
   names(linear(6, true), "sm_90", &refused);  // rows of 24 bytes
   EXPECT_EQ(refused,
-            (std::vector<std::string>{"gemm_tma: an operand's row stride is not a multiple of 16 bytes (TMA)"}));
+            (std::vector<std::string>{"gemm_tma: an operand's row stride is not a multiple of 16 bytes (TMA)",
+                                      "gemm_3xtf32: an operand's row stride is not a multiple of 16 bytes (TMA)"}));
   const Group g = linear(8, true);
   const Family& tma = family_by_name("gemm_tma");
   const Config c = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_tma.json")).enumerate().at(0);
@@ -952,6 +957,28 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   // past M) by 5 N-tiles per batch.
   EXPECT_EQ(gemm_tma_launch(128, 64, 4, 2, 1000, 300, 3).grid[0], 3u * 4 * 5 * 2);
   EXPECT_EQ(gemm_tma_launch(128, 64, 4, 1, 1000, 300, 3).grid[0], 3u * 8 * 5);
+
+  // 3xTF32: the same kernel with OPERAND 3, under either policy, its stages twice the shared
+  // memory (the remainders), float32 tensor maps, its roofline a third of the TF32 peak.
+  const Family& x3 = family_by_name("gemm_3xtf32");
+  const Config c3 = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_3xtf32.json")).enumerate().at(0);
+  const ParamText p3 = [&](const std::string& k) { return std::to_string(c3.at(k)); };
+  EXPECT_TRUE(x3.allowed(g, c3, "fp32") && x3.allowed(g, c3, "tf32"));
+  EXPECT_EQ(x3.precision(g, c3), "3xtf32");
+  EXPECT_EQ(peak_flops(json{{"tf32_peak_tflops", 450.0}}, "3xtf32"), 150e12);
+  EXPECT_EQ(x3.arch("sm_90"), "sm_90a");
+  const std::string instance = x3.kernel_instance(g, p3);
+  EXPECT_EQ(instance.rfind(", 3>"), instance.size() - 4) << instance;
+  EXPECT_EQ(x3.launch(g, c3).shared_bytes,
+            (unsigned)gemm_tma_smem_bytes((int)c3.at("BM"), (int)c3.at("BN"), 2 * (int)c3.at("STAGES")));
+  EXPECT_NE(x3.launch_expr(g, p3).find(", 2 * " + p3("STAGES") + ", "), std::string::npos) << x3.launch_expr(g, p3);
+  EXPECT_NE(x3.extension_launch(g, p3).find("fusetune::launch_gemm_tma<" + p3("BM") + ", " + p3("BN") + ", " +
+                                            p3("STAGES") + ", " + p3("CLUSTER") + ", 3>("),
+            std::string::npos)
+      << x3.extension_launch(g, p3);
+  EXPECT_EQ(x3.launch_extras(g, c3).count("tensor_map_type"), 0u);  // float32 maps
+  for (const Config& x : SearchSpace::load(path_join(fusetune_home(), "configs/gemm_3xtf32.json")).enumerate())
+    EXPECT_LE(x3.launch(g, x).shared_bytes, 232448u) << x.at("BM") << " " << x.at("BN") << " " << x.at("STAGES");
 }
 
 // The split tail (templates/gemm_tma_split.h): a last round at most half full is cut along K,

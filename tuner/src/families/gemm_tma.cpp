@@ -4,7 +4,9 @@
 // competes with cuBLASLt and the fp32 template in the gemm search. Its operands are TMA tensor
 // maps, so it runs only where A is K-major and B too (nn.Linear's x @ W^T) or, for half
 // operands, MN-major (a plain A @ B with a row-major B: wgmma transposes 16-bit B tiles; a
-// float32 A @ B is left to cuBLASLt), and their strides are whole 16-byte units.
+// float32 A @ B is left to cuBLASLt), and their strides are whole 16-byte units. The gemm_3xtf32
+// family is the same kernel multiplying float32 operands in 3xTF32 (about float32's accuracy),
+// under either policy.
 #include <climits>
 
 #include "families.h"
@@ -14,10 +16,6 @@
 namespace fusetune {
 
 namespace {
-
-// The kernel's and launcher's trailing template arguments: the operand type (none for float32)
-// and, for an MN-major B, B_MN = 1.
-std::string operand_args(const Group& g) { return gemm_operand_arg(g) + (gemm_tma_b_mn(g) ? ", 1" : ""); }
 
 // Why operand `slot` ([batch, rows, k] for A, [batch, k, n] for B) cannot be a TMA tensor map.
 const char* operand_refused(const Group& g, int slot) {
@@ -40,6 +38,20 @@ const char* operand_refused(const Group& g, int slot) {
 
 class GemmTma : public Family {
  public:
+  // The kernel's OPERAND (gemm_tma_split.h's kGemmTma*).
+  virtual int operand(const Group& g) const { return gemm_operand_type(g); }
+  // The kernel's and launcher's trailing template arguments: OPERAND (none for float32 in TF32)
+  // and, for an MN-major B, B_MN = 1.
+  std::string operand_args(const Group& g) const {
+    const int t = operand(g);
+    return (t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t)) + (gemm_tma_b_mn(g) ? ", 1" : "");
+  }
+  // STAGES as launch.h counts them: a 3xTF32 stage is two.
+  std::string stages(const Group& g, const ParamText& p) const {
+    const int units = gemm_tma_stage_units(operand(g));
+    return units == 1 ? p("STAGES") : std::to_string(units) + " * " + p("STAGES");
+  }
+
   std::string name() const override { return "gemm_tma"; }
   std::string group_family() const override { return "gemm"; }
   std::string arch(const std::string& target) const override {
@@ -77,10 +89,11 @@ class GemmTma : public Family {
            p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + operand_args(g) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES"), (int)c.at("CLUSTER"), g.m, g.n, g.batch);
+    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES") * gemm_tma_stage_units(operand(g)),
+                           (int)c.at("CLUSTER"), g.m, g.n, g.batch);
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
-    return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
+    return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + stages(g, p) + ", " + p("CLUSTER") +
            ", args.m, args.n, args.batch)";
   }
   // Each block of a cluster loads BN / CLUSTER rows of B (MN-major: k-tile / CLUSTER rows of each
@@ -112,6 +125,25 @@ class GemmTma : public Family {
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
 };
 
+// float32 operands as 3xTF32: about float32's accuracy on tensor cores, so under either policy
+// (the check against PyTorch at the run's tolerance decides, as for every candidate). Its
+// tensor maps are float32 ones, as gemm_tma's.
+class GemmTma3xTf32 : public GemmTma {
+ public:
+  std::string name() const override { return "gemm_3xtf32"; }
+  int operand(const Group&) const override { return kGemmTma3xTF32; }
+  bool supports(const Group& g, std::string& why) const override {
+    if (gemm_operand_type(g) != kGemmTmaFloat32) {
+      why = "half operands (16-bit tensor cores multiply them exactly)";
+      return false;
+    }
+    return GemmTma::supports(g, why);
+  }
+  bool multiplies_half(const Group&) const override { return false; }
+  bool allowed(const Group&, const Config&, const std::string&) const override { return true; }
+  std::string precision(const Group&, const Config&) const override { return "3xtf32"; }
+};
+
 }  // namespace
 
 bool gemm_tma_b_mn(const Group& g) {
@@ -136,6 +168,11 @@ std::string half_operand_precision(const Group& g) {
 
 const Family& gemm_tma_family() {
   static const GemmTma f;
+  return f;
+}
+
+const Family& gemm_3xtf32_family() {
+  static const GemmTma3xTf32 f;
   return f;
 }
 
