@@ -13,8 +13,7 @@ namespace fusetune {
 // Two consumer warpgroups and a producer warpgroup. Shared memory holds STAGES ring stages of
 // BM + BN rows of 128 bytes, two 64x32 fp32 staging chunks per consumer, a full and an empty
 // mbarrier per stage, the two consumers' turn mbarriers (ping-pong), the watchdog's progress
-// words and 1 KB of alignment slack. A 3xTF32 kernel (gemm_tma_split.h) asks for 2 x STAGES:
-// its stages also hold the operands' remainders, and each has a third (split) barrier.
+// words and 1 KB of alignment slack.
 constexpr int kGemmTmaThreads = 384;
 constexpr int kGemmTmaStagingBytes = 2 * 2 * 64 * 32 * 4;
 constexpr int kGemmTmaWatchBytes = 16;
