@@ -484,6 +484,9 @@ void Worker::run_candidate(const json& cand) {
     CU_CHECK(cuMemsetD8_v2(split_ws->ptr, 0, (size_t)split_bytes));
     result["split_workspace_bytes"] = split_bytes;
   }
+  // Without either, nothing would write the outputs: a family that says it has no kernel must
+  // make a library call.
+  FT_CHECK(f || library, name + " has neither a kernel nor a library call");
   auto run = [&](CUstream stream) {
     CUresult r = library ? library(stream) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS && f) r = launch(f, cand, grid, kernel_args, maps, split_ws ? split_ws->ptr : 0, stream);

@@ -979,7 +979,7 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
       << x3.extension_launch(g, p3);
   EXPECT_EQ(x3.launch_extras(g, c3).count("tensor_map_type"), 0u);  // float32 maps
   const std::vector<Config> space3 = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_3xtf32.json")).enumerate();
-  for (const Config& x : space3) EXPECT_TRUE(x3.has_kernel(g, x)) << x.at("BM") << " " << x.at("BN") << " " << x.at("STAGES");
+  for (const Config& x : space3) EXPECT_TRUE(x3.allowed(g, x, "fp32")) << x.at("BM") << " " << x.at("BN") << " " << x.at("STAGES");
 
   // 3xTF32 on operands that are not K-major: A^T @ B with A [8, 12] and B [8, 16] (both read
   // along their rows, boxes of a k-tile's rows; B_MN = A_MN = 1), stages of three units, and the
@@ -1003,8 +1003,8 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   for (const Config& x : space3) {
     const unsigned bytes = x3.launch(tn, x).shared_bytes;
     EXPECT_EQ(bytes, (unsigned)gemm_tma_smem_bytes((int)x.at("BM"), (int)x.at("BN"), 3 * (int)x.at("STAGES")));
-    EXPECT_EQ(x3.has_kernel(tn, x), bytes <= (unsigned)kSm90MaxSharedBytes);
-    fit += x3.has_kernel(tn, x);
+    EXPECT_EQ(x3.allowed(tn, x, "tf32"), bytes <= (unsigned)kSm90MaxSharedBytes);
+    fit += x3.allowed(tn, x, "tf32");
   }
   EXPECT_GT(fit, 0);
   EXPECT_LT(fit, (long)space3.size());

@@ -148,9 +148,7 @@ class GemmTma3xTf32 : public GemmTma {
   std::string name() const override { return "gemm_3xtf32"; }
   int operand(const Group&) const override { return kGemmTma3xTF32; }
   bool mn_major(const Group& g, int slot) const override { return g.k > 1 && k_stride(g, slot) != 1; }
-  bool has_kernel(const Group& g, const Config& c) const override {
-    return launch(g, c).shared_bytes <= (unsigned)kSm90MaxSharedBytes;
-  }
+
   bool supports(const Group& g, std::string& why) const override {
     if (gemm_operand_type(g) != kGemmTmaFloat32) {
       why = "half operands (16-bit tensor cores multiply them exactly)";
@@ -159,7 +157,11 @@ class GemmTma3xTf32 : public GemmTma {
     return GemmTma::supports(g, why);
   }
   bool multiplies_half(const Group&) const override { return false; }
-  bool allowed(const Group&, const Config&, const std::string&) const override { return true; }
+  // Any policy; configs whose stages do not fit in shared memory (three units each with an
+  // MN-major operand) are left out.
+  bool allowed(const Group& g, const Config& c, const std::string&) const override {
+    return launch(g, c).shared_bytes <= (unsigned)kSm90MaxSharedBytes;
+  }
   std::string precision(const Group&, const Config&) const override { return "3xtf32"; }
 };
 
