@@ -39,20 +39,17 @@ constexpr int kConsumers = 2;             // consumer warpgroups, stacked along 
 constexpr int kChunkBytes = 64 * 32 * 4;  // one staged 64x32 fp32 chunk
 constexpr int kWatchWords = kConsumers + 2;  // progress of each consumer, the producer and the splitters
 
-template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_, int OPERAND_, int B_MN_, int A_MN_>
+template <int BM_, int BN_, int STAGES_, int GROUP_M_, int PINGPONG_, int CLUSTER_, int OPERAND_, int B_MN_>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, GROUP_M = GROUP_M_, CLUSTER = CLUSTER_;
   static constexpr int OPERAND = OPERAND_;
   static constexpr bool kSplit = OPERAND == kGemmTma3xTF32;  // 3xTF32: stages split by the splitter warps
   static constexpr int kWgmmaType = kSplit ? kGemmTmaFloat32 : OPERAND;  // what the wgmmas multiply
-  // B MN-major: a stage holds B as BN / kMNBlock blocks of kMNBlock columns (128 B) by the
-  // k-tile's rows, kBBlockBytes apart; each block of a cluster loads kBSliceRows of those rows of
-  // every block. K-major: BN rows of one k-tile, each block of a cluster loading kBSliceRows of
-  // them. A MN-major (3xTF32 only): BM / kMNBlock such blocks, loaded whole by every block.
-  // TF32 wgmma reads K-major operands only: in 3xTF32 the splitters transpose MN-major ones.
-  static constexpr bool B_MN = B_MN_ != 0, A_MN = A_MN_ != 0;
+  // B MN-major: a stage holds B as BN / 64 blocks of 64 columns by the k-tile's 64 rows (128 B
+  // each), kBBlockBytes apart; each block of a cluster loads kBSliceRows of those rows of every
+  // block. K-major: BN rows of one k-tile, each block of a cluster loading kBSliceRows of them.
+  static constexpr bool B_MN = B_MN_ != 0;
   static constexpr int kKTile = gemm_tma_k_tile(OPERAND);  // elements of a k-tile: 128 bytes of a row
-  static constexpr int kMNBlock = gemm_tma_half(OPERAND) ? 64 : 32;  // elements of 128 bytes
   static constexpr bool PINGPONG = PINGPONG_ != 0;
   static constexpr int kTileConsumers = PINGPONG ? 1 : kConsumers;  // consumers sharing a tile
   static constexpr int kMTiles = BM / (64 * kTileConsumers);        // m64 wgmma tiles per consumer
@@ -63,19 +60,13 @@ struct Config {
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
-  static constexpr int kBBlockBytes = kKTile * 128;
+  static constexpr int kBBlockBytes = 64 * 128;
   static constexpr int kBSliceRows = gemm_tma_b_box_rows(BN, CLUSTER, OPERAND, B_MN);  // what each block loads
   static constexpr int kLoadBytes = kABytes + kBBytes;  // what TMA delivers per stage
-  // A 3xTF32 stage: the loaded operands, then (with an MN-major one) the TF32 values of MN-major
-  // ones transposed to K-major (K-major ones have theirs in place), then the remainders (K-major);
-  // it takes the bytes and the barrier space of two or three stages (gemm_tma_stage_units).
-  // Offsets in a stage of the values and the remainders the wgmmas read:
-  static constexpr int kUnits = gemm_tma_stage_units(OPERAND, A_MN || B_MN);
+  // A 3xTF32 stage: the loaded operands (split into their TF32 values in place), then their
+  // remainders; it takes the bytes and the barrier space of two stages (gemm_tma_stage_units).
+  static constexpr int kUnits = gemm_tma_stage_units(OPERAND);
   static constexpr int kStageBytes = kUnits * kLoadBytes;
-  static constexpr int kABig = kSplit && A_MN ? kLoadBytes : 0;
-  static constexpr int kBBig = kSplit && B_MN ? kLoadBytes + kABytes : kABytes;
-  static constexpr int kASmall = (kUnits - 1) * kLoadBytes, kBSmall = kASmall + kABytes;
-  static constexpr bool kBTransposed = B_MN && !kSplit;  // the wgmma reads B MN-major
   static constexpr int kStagingOffset = STAGES * kStageBytes;
   static constexpr int kBarrierOffset = kStagingOffset + kGemmTmaStagingBytes;  // full, empty (, split)
   static constexpr int kTurnOffset = kBarrierOffset + kUnits * 2 * STAGES * 8;
@@ -90,13 +81,13 @@ struct Config {
   static_assert(kMTiles * BN / 32 % 2 == 0, "staging buffers alternate per chunk and restart per tile");
   static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a Wgmma<BN, OPERAND> wrapper exists");
   static_assert(OPERAND == kGemmTmaFloat32 || gemm_tma_half(OPERAND) || kSplit, "an operand type");
-  static_assert(!A_MN || kSplit, "an MN-major A needs 3xTF32 (its splitters transpose it)");
+  static_assert(!kSplit || !B_MN, "3xTF32 multiplies K-major operands (TF32 wgmma)");
   static_assert(STAGES >= 2, "a ring needs two stages to overlap loads and math");
   static_assert(GROUP_M >= 1, "at least one M-tile per group");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
   static_assert(kBSliceRows % 8 == 0, "each block's slice of B starts on a 1024-byte swizzle pattern");
-  static_assert(!B_MN || ((gemm_tma_half(OPERAND) || kSplit) && BN % kMNBlock == 0),
-                "an MN-major B needs 16-bit operands (TF32 wgmma reads K-major only) or 3xTF32");
+  static_assert(!B_MN || (gemm_tma_half(OPERAND) && kKTile == 64 && BN % 64 == 0),
+                "an MN-major B needs 16-bit operands (TF32 wgmma reads K-major only) in 64-column blocks");
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (kConsumers + 1) * kLaunchRegs,
                 "setmaxnreg.inc would wait forever for registers the producer never frees");
   static_assert(kWatchWords * 4 <= kGemmTmaWatchBytes, "a progress word per role");
@@ -236,26 +227,18 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
         const unsigned dst = smem + pos.stage * Cfg::kStageBytes;
         sm90::mbar_arrive_expect_tx(full, Cfg::kLoadBytes);
         const int k0 = kt * Cfg::kKTile;
-        if (Cfg::A_MN) {  // coordinates (m, k, batch), boxes of kMNBlock x kKTile
-#pragma unroll
-          for (int blk = 0; blk < Cfg::BM / Cfg::kMNBlock; ++blk)
-            sm90::tma_load_3d(dst + blk * Cfg::kBBlockBytes, ta, full, tc.m0 + Cfg::kMNBlock * blk, k0,
-                              a_batched ? tc.b : 0);
-        } else {
-          sm90::tma_load_3d(dst, ta, full, k0, tc.m0, a_batched ? tc.b : 0);
-        }
+        sm90::tma_load_3d(dst, ta, full, k0, tc.m0, a_batched ? tc.b : 0);
         const int b_batch = b_batched ? tc.b : 0;
         const unsigned short peers = (unsigned short)((1u << Cfg::CLUSTER) - 1);
-        if (Cfg::B_MN) {  // the tensor map's coordinates: (n, k, batch), a box of kMNBlock x kBSliceRows
+        if (Cfg::B_MN) {  // the tensor map's coordinates: (n, k, batch), a box of 64 x kBSliceRows
           const int k_row = k0 + sched.rank * Cfg::kBSliceRows;
           const unsigned slice = dst + Cfg::kABytes + sched.rank * Cfg::kBSliceRows * 128;
 #pragma unroll
-          for (int blk = 0; blk < Cfg::BN / Cfg::kMNBlock; ++blk) {
-            const int n = tc.n0 + Cfg::kMNBlock * blk;
+          for (int blk = 0; blk < Cfg::BN / 64; ++blk) {
             if (Cfg::CLUSTER == 1)
-              sm90::tma_load_3d(slice + blk * Cfg::kBBlockBytes, tb, full, n, k_row, b_batch);
+              sm90::tma_load_3d(slice + blk * Cfg::kBBlockBytes, tb, full, tc.n0 + 64 * blk, k_row, b_batch);
             else
-              sm90::tma_load_3d_multicast(slice + blk * Cfg::kBBlockBytes, tb, full, n, k_row, b_batch, peers);
+              sm90::tma_load_3d_multicast(slice + blk * Cfg::kBBlockBytes, tb, full, tc.n0 + 64 * blk, k_row, b_batch, peers);
           }
         } else if (Cfg::CLUSTER == 1) {
           sm90::tma_load_3d(dst + Cfg::kABytes, tb, full, k0, tc.n0, b_batch);
@@ -289,74 +272,41 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
   sm90::st_volatile_shared(progress_word, kFinished);
 }
 
-// 3xTF32 splitting of one landed operand by the splitter warps (t: their thread, 0..63). TF32
-// values (round_tf32) and the TF32 values of the remainders, written as K-major 128-byte-swizzled
-// rows, which TMA's layout of a K-major box is (16-byte chunk c of row r at c ^ (r % 8)).
-__device__ __forceinline__ void split4(float4 v, float4& big, float4& small) {
-  big = make_float4(sm90::round_tf32(v.x), sm90::round_tf32(v.y), sm90::round_tf32(v.z), sm90::round_tf32(v.w));
-  small = make_float4(sm90::round_tf32(v.x - big.x), sm90::round_tf32(v.y - big.y), sm90::round_tf32(v.z - big.z),
-                      sm90::round_tf32(v.w - big.w));
-}
-// A K-major operand of `rows` rows: the values in place, the remainders at the same offsets from
-// `small`.
-__device__ __forceinline__ void split_k_major(int t, unsigned land, unsigned small, int rows) {
-#pragma unroll 2
-  for (int i = t; i < rows * 8; i += 64) {
-    float4 big, rest;
-    split4(sm90::ld_shared_v4(land + 16 * i), big, rest);
-    sm90::st_shared_v4(land + 16 * i, big);
-    sm90::st_shared_v4(small + 16 * i, rest);
-  }
-}
-// An MN-major operand of `rows` MN-rows, landed as blocks of 32 of them (128 B) by the k-tile's 32
-// rows along k (4 KB each; chunk c of k-row k at c ^ (k % 8)): values and remainders transposed
-// into K-major rows at `big` and `small`. Each warp step reads 2 chunk columns (8 MN-rows) of 16
-// k-rows, a float4 per lane (lanes 8j .. 8j + 7 read 8 k-rows of one chunk column: 8 distinct bank
-// groups), and writes every value as a scalar (per store the lanes cover 4 k-chunk positions
-// XORed with 2 row phases and 4 words: 32 distinct banks).
-__device__ __forceinline__ void split_mn_major(int t, unsigned land, unsigned big, unsigned small, int rows) {
-  const int warp = t / 32, lane = t % 32;
-  const int column = (lane >> 3) & 1, k = (lane & 7) + 8 * (lane >> 4);
-#pragma unroll 2
-  for (int step = warp; step < rows / 4; step += 2) {  // block step / 8, chunk pair step / 2 % 4, k half step % 2
-    const int blk = step / 8, c = 2 * (step / 2 % 4) + column, kk = 16 * (step % 2) + k;
-    float4 b4, s4;
-    split4(sm90::ld_shared_v4(land + blk * 4096 + kk * 128 + ((c ^ (kk & 7)) << 4)), b4, s4);
-    const float bv[4] = {b4.x, b4.y, b4.z, b4.w}, sv[4] = {s4.x, s4.y, s4.z, s4.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int m = 32 * blk + 4 * c + j;
-      const unsigned off = m * 128 + (((kk >> 2) ^ (m & 7)) << 4) + (kk & 3) * 4;
-      sm90::st_shared_f32(big + off, bv[j]);
-      sm90::st_shared_f32(small + off, sv[j]);
-    }
-  }
-}
-
 // 3xTF32 splitter (warps 2 and 3 of the producer warpgroup, t their thread 0..63): for every
-// k-tile of every unit of this block, wait for the stage's bytes, split A and B (above: the
-// values where the wgmmas read them, kABig / kBBig, the remainders at kASmall / kBSmall), fence
-// the writes for the wgmmas (async proxy) and arrive, once per warp, on the stage's split
-// barrier, which the consumers wait for instead of the full one. The consumers release the stage
-// only after that, so no TMA write into it can overtake these.
+// k-tile of every unit of this block, wait for the stage's bytes, replace each loaded float by
+// its TF32 value and write the TF32 value of its remainder at the same offset kLoadBytes on (the
+// same swizzled layout, so the remainders' descriptors are the values' ones plus that offset),
+// fence the writes for the wgmmas (async proxy) and arrive, once per warp, on the stage's split
+// barrier, which the consumers wait for instead of the full one. The consumers release the
+// stage only after that, so no TMA write into it can overtake these.
 template <class Cfg>
 __device__ void split_stages(int t, unsigned smem, unsigned full_bar, unsigned split_bar, const Schedule& sched) {
   const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * (kConsumers + 1);
   unsigned progress = 0;
   RingPos<Cfg::STAGES> pos;
+  constexpr int kVectors = Cfg::kLoadBytes / 16, kThreads = 64;
+  static_assert(kVectors % (2 * kThreads) == 0, "whole rounds of two vectors per thread");
   for (int u = first_unit<Cfg>(); u < sched.split.units(); u += unit_step<Cfg>()) {
     const Unit unit = unit_at(u, sched);
     for (int kt = unit.k0; kt < unit.k1; ++kt) {
       sm90::mbar_wait(full_bar + 8 * pos.stage, pos.phase);
       const unsigned base = smem + pos.stage * Cfg::kStageBytes;
-      if (Cfg::A_MN)
-        split_mn_major(t, base, base + Cfg::kABig, base + Cfg::kASmall, Cfg::BM);
-      else
-        split_k_major(t, base, base + Cfg::kASmall, Cfg::BM);
-      if (Cfg::B_MN)
-        split_mn_major(t, base + Cfg::kABytes, base + Cfg::kBBig, base + Cfg::kBSmall, Cfg::BN);
-      else
-        split_k_major(t, base + Cfg::kABytes, base + Cfg::kBSmall, Cfg::BN);
+#pragma unroll 2
+      for (int i = t; i < kVectors; i += 2 * kThreads) {
+        float4 v[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) v[h] = sm90::ld_shared_v4(base + 16 * (i + h * kThreads));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned at = base + 16 * (i + h * kThreads);
+          const float4 big = make_float4(sm90::round_tf32(v[h].x), sm90::round_tf32(v[h].y), sm90::round_tf32(v[h].z),
+                                         sm90::round_tf32(v[h].w));
+          sm90::st_shared_v4(at, big);
+          sm90::st_shared_v4(at + Cfg::kLoadBytes,
+                             make_float4(sm90::round_tf32(v[h].x - big.x), sm90::round_tf32(v[h].y - big.y),
+                                         sm90::round_tf32(v[h].z - big.z), sm90::round_tf32(v[h].w - big.w)));
+        }
+      }
       sm90::fence_proxy_async_shared();
       __syncwarp();
       if (t % 32 == 0) sm90::mbar_arrive(split_bar + 8 * pos.stage);
@@ -592,13 +542,10 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
   const int first_row = Cfg::PINGPONG ? 0 : consumer * Cfg::kMTiles * 64;  // of each tile
   unsigned long long desc_a[Cfg::kMTiles];
 #pragma unroll
-  for (int mt = 0; mt < Cfg::kMTiles; ++mt)
-    desc_a[mt] = sm90::make_desc_k_sw128(smem + Cfg::kABig + (first_row + mt * 64) * 128);
-  const unsigned long long desc_b = Cfg::kBTransposed ? sm90::make_desc_mn_sw128(smem + Cfg::kBBig, Cfg::kBBlockBytes)
-                                                      : sm90::make_desc_k_sw128(smem + Cfg::kBBig);
-  constexpr int kBStep = Cfg::kBTransposed ? 16 * 128 >> 4 : 2;  // a k step of B: 16 rows of 128 B, or 32 B of each row
-  // 3xTF32: the remainders' descriptors are the values' ones shifted by these (>> 4).
-  constexpr unsigned long long kASmall = (Cfg::kASmall - Cfg::kABig) >> 4, kBSmall = (Cfg::kBSmall - Cfg::kBBig) >> 4;
+  for (int mt = 0; mt < Cfg::kMTiles; ++mt) desc_a[mt] = sm90::make_desc_k_sw128(smem + (first_row + mt * 64) * 128);
+  const unsigned long long desc_b = Cfg::B_MN ? sm90::make_desc_mn_sw128(smem + Cfg::kABytes, Cfg::kBBlockBytes)
+                                              : sm90::make_desc_k_sw128(smem + Cfg::kABytes);
+  constexpr int kBStep = Cfg::B_MN ? 16 * 128 >> 4 : 2;  // a k step of B: 16 rows of 128 B, or 32 B of each row
   const unsigned staging = smem + Cfg::kStagingOffset + consumer * 2 * kChunkBytes;
 
   float acc[Cfg::kMTiles][Cfg::kAccRegs];
@@ -623,7 +570,8 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
     for (int kt = 0; kt < k_tiles; ++kt) {
       sm90::mbar_wait(ready_bar + 8 * pos.stage, pos.phase);
       const unsigned long long stage_off = (pos.stage * Cfg::kStageBytes) >> 4;
-      using Mma = sm90::Wgmma<Cfg::BN, Cfg::kWgmmaType, Cfg::kBTransposed>;
+      constexpr unsigned long long kSmall = Cfg::kLoadBytes >> 4;  // 3xTF32: the remainders' offset
+      using Mma = sm90::Wgmma<Cfg::BN, Cfg::kWgmmaType, Cfg::B_MN>;
       sm90::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -631,8 +579,8 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
         for (int mt = 0; mt < Cfg::kMTiles; ++mt) {  // A: +2 per step, 32 bytes encoded >> 4
           const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
           if constexpr (Cfg::kSplit) {  // a_small * b_big and a_big * b_small
-            Mma::mma(acc[mt], da + kASmall, db, 1);
-            Mma::mma(acc[mt], da, db + kBSmall, 1);
+            Mma::mma(acc[mt], da + kSmall, db, 1);
+            Mma::mma(acc[mt], da, db + kSmall, 1);
           }
           Mma::mma(acc[mt], da, db, 1);
         }
@@ -667,17 +615,18 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
 
 }  // namespace tma_gemm
 
-// ta and tb: A and B as tma_map.h encodes them (box rows BM, or the k-tile where A_MN, and
-// kBSliceRows, OPERAND's type, MN-major where A_MN / B_MN). The grid is a whole number of clusters of CLUSTER blocks along x (a compile-time cluster shape, so a plain
+// ta and tb: A and B as tma_map.h encodes them (box rows BM and kBSliceRows, OPERAND's type, B
+// MN-major where B_MN). The grid is a
+// whole number of clusters of CLUSTER blocks along x (a compile-time cluster shape, so a plain
 // launch makes the clusters), gemm_tma_grid's; split_ws: the workspace of the split tail it
 // implies (gemm_tma_split_bytes, zeroed when allocated; unused where nothing is split).
 template <int BM, int BN, int STAGES, int GROUP_M, int PINGPONG, int CLUSTER, class Op, int OPERAND = kGemmTmaFloat32,
-          int B_MN = 0, int A_MN = 0>
+          int B_MN = 0>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kGemmTmaThreads, 1)
     gemm_tma_kernel(const KernelArgs a, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb,
                     unsigned* const split_ws) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER, OPERAND, B_MN, A_MN>;
+  using Cfg = tma_gemm::Config<BM, BN, STAGES, GROUP_M, PINGPONG, CLUSTER, OPERAND, B_MN>;
   using namespace tma_gemm;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // TMA's 128B swizzle and the wgmma descriptors assume every stage starts on 1024 B.

@@ -15,16 +15,12 @@ FUSETUNE_HOST_DEVICE constexpr bool gemm_tma_half(int operand) {
   return operand == kGemmTmaFloat16 || operand == kGemmTmaBfloat16;
 }
 FUSETUNE_HOST_DEVICE constexpr int gemm_tma_k_tile(int operand) { return gemm_tma_half(operand) ? 64 : 32; }
-// A 3xTF32 stage also holds the operands' remainders, and where an operand is MN-major its TF32
-// values transposed to K-major: the shared memory of two stages, or three with an MN-major
-// operand (gemm_tma_smem_bytes of that many times STAGES).
-FUSETUNE_HOST_DEVICE constexpr int gemm_tma_stage_units(int operand, bool mn_major = false) {
-  return operand != kGemmTma3xTF32 ? 1 : mn_major ? 3 : 2;
-}
-constexpr int kSm90MaxSharedBytes = 232448;  // the most dynamic shared memory a block may opt into (227 KB)
+// A 3xTF32 stage also holds the operands' remainders: the shared memory of two stages
+// (gemm_tma_smem_bytes of 2 x STAGES).
+FUSETUNE_HOST_DEVICE constexpr int gemm_tma_stage_units(int operand) { return operand == kGemmTma3xTF32 ? 2 : 1; }
 // The rows of B's tensor-map box, which each block of a cluster of `cluster` loads per k-tile:
-// BN / cluster rows along n (K-major B), or k-tile / cluster rows along k of each block of 128
-// bytes along n (MN-major B: 64 halves, or 32 floats in 3xTF32).
+// BN / cluster rows along n (K-major B), or k-tile / cluster rows along k of each 64-column block
+// (MN-major B, half operands).
 FUSETUNE_HOST_DEVICE constexpr int gemm_tma_b_box_rows(int bn, int cluster, int operand, bool b_mn) {
   return (b_mn ? gemm_tma_k_tile(operand) : bn) / cluster;
 }

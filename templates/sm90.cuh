@@ -140,9 +140,6 @@ __device__ __forceinline__ float4 ld_shared_v4(unsigned addr) {
                : "memory");
   return v;
 }
-__device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
-  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
-}
 __device__ __forceinline__ void st_shared_v4(unsigned addr, float4 v) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                : "memory");

@@ -30,10 +30,10 @@ using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint3
 // Operand `slot` of a GEMM group (0: A [batch][m][k] with stride[0][2] == 1; 1: B [batch][k][n]
 // with stride[1][1] == 1, i.e. [batch][n][k] rows) of element type `operand` (kGemmTma*) as a 3-D
 // tensor (k, rows, batch) read in boxes of one k-tile (128 B, the swizzle span: 32 floats or 64
-// halves) x box_rows x 1. With mn_major, the operand is contiguous along its rows instead (B
-// [batch][k][n] with stride[1][2] == 1: half operands, or 3xTF32; A with stride[0][1] == 1:
-// 3xTF32), a tensor (rows, k, batch) read in boxes of 128 bytes of rows (64 halves, 32 floats)
-// x box_rows rows of k. Out-of-bounds elements of a box (k, row and batch edges) read as zeros. A broadcast batch (stride 0) is encoded as one batch, which
+// halves) x box_rows x 1. With mn_major, B is [batch][k][n] with stride[1][2] == 1 instead (half
+// operands only), a tensor (n, k, batch) read in boxes of 64 columns (128 B) x box_rows rows of
+// k. Out-of-bounds elements of a box (k, row
+// and batch edges) read as zeros. A broadcast batch (stride 0) is encoded as one batch, which
 // the kernel then always reads; k = 0 is encoded as 1 (the kernel then issues no loads). The
 // family's supports() has checked what TMA requires of strides (multiples of 16 bytes); a base
 // address that is not 16-byte aligned makes the encoder fail.
@@ -46,14 +46,13 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
   const long long extent = slot == 0 ? a.m : a.n;
   const long long k = a.k > 0 ? a.k : 1, rows = extent > 0 ? extent : 1;
   const long long inner = mn_major ? rows : k, outer = mn_major ? k : rows;
-  const long long k_stride = a.stride[slot][slot == 0 ? 2 : 1], mn_stride = a.stride[slot][slot == 0 ? 1 : 2];
-  const long long ld = mn_major ? k_stride : mn_stride;
+  const long long ld = slot == 0 ? a.stride[0][1] : mn_major ? a.stride[1][1] : a.stride[1][2];
   const long long batch_stride = a.stride[slot][0];
   const long long batch = batch_stride == 0 ? 1 : a.batch;
   const cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
   // Strides of dimensions 1 and 2 in bytes; the batch one only matters when there are batches.
   const cuuint64_t strides[2] = {(cuuint64_t)(ld * bytes), (cuuint64_t)((batch > 1 ? batch_stride : ld * dims[1]) * bytes)};
-  const cuuint32_t box[3] = {(cuuint32_t)(mn_major ? 128 / bytes : gemm_tma_k_tile(operand)), (cuuint32_t)box_rows, 1};
+  const cuuint32_t box[3] = {(cuuint32_t)(mn_major ? 64 : gemm_tma_k_tile(operand)), (cuuint32_t)box_rows, 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   return encode(reinterpret_cast<CUtensorMap*>(map), type, 3, a.ptr[slot], dims, strides, box,
                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -68,11 +67,9 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
 // workspace of a split tail is allocated once per device (zeroed; the kernel leaves it zeroed)
 // and grows when a larger one is needed; launches of one kernel on concurrent streams would share
 // it, as they share the reduce kernels' workspaces.
-template <int BM, int BN, int STAGES, int CLUSTER, int OPERAND = kGemmTmaFloat32, int B_MN = 0, int A_MN = 0,
-          class Kernel>
+template <int BM, int BN, int STAGES, int CLUSTER, int OPERAND = kGemmTmaFloat32, int B_MN = 0, class Kernel>
 void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream) {
-  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES * gemm_tma_stage_units(OPERAND, A_MN || B_MN), CLUSTER, args.m,
-                                       args.n, args.batch);
+  const LaunchDims d = gemm_tma_launch(BM, BN, STAGES * gemm_tma_stage_units(OPERAND), CLUSTER, args.m, args.n, args.batch);
   auto fail = [](const std::string& what) { throw std::runtime_error("fusetune: TMA GEMM: " + what); };
   static TensorMapEncoder encode = [] {
     void* fn = nullptr;
@@ -113,7 +110,7 @@ void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream)
   TmaMap ta, tb;
   // Each block of a cluster loads BN / CLUSTER rows of B (MN-major: k-tile / CLUSTER rows of each
   // 64-column block) and multicasts them.
-  if (encode_gemm_operand(encode, &ta, args, 0, A_MN ? gemm_tma_k_tile(OPERAND) : BM, OPERAND, A_MN != 0) != CUDA_SUCCESS ||
+  if (encode_gemm_operand(encode, &ta, args, 0, BM, OPERAND) != CUDA_SUCCESS ||
       encode_gemm_operand(encode, &tb, args, 1, gemm_tma_b_box_rows(BN, CLUSTER, OPERAND, B_MN != 0), OPERAND,
                           B_MN != 0) != CUDA_SUCCESS)
     fail("cannot describe the operands as tensor maps (their addresses must be 16-byte aligned)");

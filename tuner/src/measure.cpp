@@ -460,17 +460,17 @@ void Worker::run_candidate(const json& cand) {
     kernel_args.ptr[group_.slots.size() + 1] = reinterpret_cast<float*>(workspace->ptr);
   }
   // Operands the kernel reads as TMA tensor maps: {"tensor_maps": [box rows of slot 0, of slot 1, ...],
-  // "tensor_map_type"?: their element type (kGemmTma*, float32 when absent), "tensor_map_a_mn"?,
-  // "tensor_map_b_mn"?: slot 0, slot 1 read MN-major}.
+  // "tensor_map_type"?: their element type (kGemmTma*, float32 when absent), "tensor_map_b_mn"?:
+  // slot 1 read MN-major}.
   std::vector<TmaMap> maps;
   if (cand.contains("tensor_maps")) {
     const auto boxes = cand.at("tensor_maps").get<std::vector<int>>();
     const int type = cand.value("tensor_map_type", (int)kGemmTmaFloat32);
-    const bool mn[2] = {cand.value("tensor_map_a_mn", false), cand.value("tensor_map_b_mn", false)};
+    const bool b_mn = cand.value("tensor_map_b_mn", false);
     maps.resize(boxes.size());
     for (size_t s = 0; s < boxes.size(); ++s)
       if (const CUresult e = encode_gemm_operand(Driver::get().cuTensorMapEncodeTiled, &maps[s], kernel_args, (int)s,
-                                                 boxes[s], type, s < 2 && mn[s]);
+                                                 boxes[s], type, s == 1 && b_mn);
           e != CUDA_SUCCESS)
         return finish("out_of_resources", "cuTensorMapEncodeTiled refused operand " + std::to_string(s) + ": " + cu_error_name(e));
   }

@@ -923,10 +923,9 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: its kernels do not run on sm_80",
                                                 "gemm_3xtf32: its kernels do not run on sm_80"}));
   refused.clear();
-  // A plain A @ B: B's rows run along n (3xTF32 reads them so, but 5 floats are 20 bytes).
-  names(linear(8, false), "sm_90", &refused);
+  names(linear(8, false), "sm_90", &refused);  // a plain A @ B: B's rows run along n
   EXPECT_EQ(refused, (std::vector<std::string>{"gemm_tma: B is not K-major (TF32 wgmma reads both operands along k)",
-                                                "gemm_3xtf32: an operand's row stride is not a multiple of 16 bytes (TMA)"}));
+                                                "gemm_3xtf32: B is not K-major (TF32 wgmma reads both operands along k)"}));
   refused.clear();
   names(linear(6, true), "sm_90", &refused);  // rows of 24 bytes
   EXPECT_EQ(refused,
@@ -978,36 +977,8 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
             std::string::npos)
       << x3.extension_launch(g, p3);
   EXPECT_EQ(x3.launch_extras(g, c3).count("tensor_map_type"), 0u);  // float32 maps
-  const std::vector<Config> space3 = SearchSpace::load(path_join(fusetune_home(), "configs/gemm_3xtf32.json")).enumerate();
-  for (const Config& x : space3) EXPECT_TRUE(x3.allowed(g, x, "fp32")) << x.at("BM") << " " << x.at("BN") << " " << x.at("STAGES");
-
-  // 3xTF32 on operands that are not K-major: A^T @ B with A [8, 12] and B [8, 16] (both read
-  // along their rows, boxes of a k-tile's rows; B_MN = A_MN = 1), stages of three units, and the
-  // configs whose stages then overflow shared memory left out.
-  G b;
-  b.value("a", {8, 12}, "input").value("bb", {8, 16}, "input");
-  b.node("at", "aten.permute.default", {G::ref("a"), {1, 0}}, {12, 8});
-  b.node("p", "aten.mm.default", {G::ref("at"), G::ref("bb")}, {12, 16});
-  const Group tn = plan_graph(b.build({"p"})).groups.at(0);
-  std::string why;
-  ASSERT_TRUE(x3.supports(tn, why)) << why;
-  EXPECT_FALSE(tma.supports(tn, why));
-  const std::string tn_instance = x3.kernel_instance(tn, p3);
-  EXPECT_EQ(tn_instance.rfind(", 3, 1, 1>"), tn_instance.size() - 10) << tn_instance;
-  EXPECT_NE(x3.launch_expr(tn, p3).find(", 3 * " + p3("STAGES") + ", "), std::string::npos) << x3.launch_expr(tn, p3);
-  const json tn_extras = x3.launch_extras(tn, c3);
-  EXPECT_EQ(tn_extras.at("tensor_maps"), (json{32, 32 / c3.at("CLUSTER")}));
-  EXPECT_EQ(tn_extras.at("tensor_map_a_mn"), true);
-  EXPECT_EQ(tn_extras.at("tensor_map_b_mn"), true);
-  long fit = 0;
-  for (const Config& x : space3) {
-    const unsigned bytes = x3.launch(tn, x).shared_bytes;
-    EXPECT_EQ(bytes, (unsigned)gemm_tma_smem_bytes((int)x.at("BM"), (int)x.at("BN"), 3 * (int)x.at("STAGES")));
-    EXPECT_EQ(x3.allowed(tn, x, "tf32"), bytes <= (unsigned)kSm90MaxSharedBytes);
-    fit += x3.allowed(tn, x, "tf32");
-  }
-  EXPECT_GT(fit, 0);
-  EXPECT_LT(fit, (long)space3.size());
+  for (const Config& x : SearchSpace::load(path_join(fusetune_home(), "configs/gemm_3xtf32.json")).enumerate())
+    EXPECT_LE(x3.launch(g, x).shared_bytes, 232448u) << x.at("BM") << " " << x.at("BN") << " " << x.at("STAGES");
 }
 
 // The split tail (templates/gemm_tma_split.h): a last round at most half full is cut along K,

@@ -194,7 +194,6 @@ GPU_FAMILY_PLANS = {
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
     "gemm_tma_forms.py": ["gemm"] * 5,
-    "gemm_3xtf32_forms.py": ["gemm"] * 4,
     "bool_masks.py": ["elementwise", "reduce", "gemm"],
     "cat_forms.py": ["elementwise", "reduce"] + ["elementwise"] * 8,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],

@@ -17,21 +17,17 @@ namespace fusetune {
 
 namespace {
 
-// Operand `slot`'s stride along k ([batch, rows, k] for A, [batch, k, n] for B), and along its
-// rows (m for A, n for B).
-int64_t k_stride(const Group& g, int slot) { return g.slots.at(slot).layout.strides.at(slot == 0 ? 2 : 1); }
-int64_t mn_stride(const Group& g, int slot) { return g.slots.at(slot).layout.strides.at(slot == 0 ? 1 : 2); }
-
-// Why operand `slot` cannot be a TMA tensor map, read K-major or (mn_major) along its rows.
-const char* operand_refused(const Group& g, int slot, bool mn_major) {
+// Why operand `slot` ([batch, rows, k] for A, [batch, k, n] for B) cannot be a TMA tensor map.
+const char* operand_refused(const Group& g, int slot) {
   const Slot& s = g.slots.at(slot);
   const Layout& l = s.layout;
   if (s.dtype != "float32" && !is_half(s.dtype)) return "operands are neither float32 nor half";
   if (s.dtype != g.slots.at(0).dtype) return "the operands have different dtypes";
-  const int64_t ld = mn_major ? k_stride(g, slot) : mn_stride(g, slot);
-  if (mn_major && mn_stride(g, slot) != 1 && (slot == 0 ? g.m : g.n) > 1)
-    return slot == 0 ? "A is contiguous neither along k nor along m" : "B is contiguous neither along k nor along n";
-  if (!mn_major && k_stride(g, slot) != 1 && g.k > 1)
+  const bool mn_major = slot == 1 && gemm_tma_b_mn(g);
+  const int64_t k_stride = slot == 0 ? l.strides.at(2) : l.strides.at(1);
+  const int64_t ld = slot == 0 ? l.strides.at(1) : mn_major ? k_stride : l.strides.at(2);
+  if (mn_major && l.strides.at(2) != 1 && g.n > 1) return "B is contiguous neither along k nor along n";
+  if (!mn_major && k_stride != 1 && g.k > 1)
     return slot == 0 ? "A is not contiguous along k" : "B is not K-major (TF32 wgmma reads both operands along k)";
   const int64_t unit = 16 / dtype_bytes(s.dtype);  // elements of 16 bytes
   if (ld % unit != 0 || ld <= 0) return "an operand's row stride is not a multiple of 16 bytes (TMA)";
@@ -44,21 +40,15 @@ class GemmTma : public Family {
  public:
   // The kernel's OPERAND (gemm_tma_split.h's kGemmTma*).
   virtual int operand(const Group& g) const { return gemm_operand_type(g); }
-  // Whether operand `slot` is read MN-major: a half B contiguous along n.
-  virtual bool mn_major(const Group& g, int slot) const { return slot == 1 && gemm_tma_b_mn(g); }
-  // The kernel's and launcher's trailing template arguments OPERAND, B_MN, A_MN, without the
-  // trailing zeros (their defaults).
+  // The kernel's and launcher's trailing template arguments: OPERAND (none for float32 in TF32)
+  // and, for an MN-major B, B_MN = 1.
   std::string operand_args(const Group& g) const {
-    std::vector<int> args = {operand(g), mn_major(g, 1), mn_major(g, 0)};
-    while (!args.empty() && args.back() == 0) args.pop_back();
-    std::string out;
-    for (int a : args) out += ", " + std::to_string(a);
-    return out;
+    const int t = operand(g);
+    return (t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t)) + (gemm_tma_b_mn(g) ? ", 1" : "");
   }
-  // Stages as launch.h counts them: a 3xTF32 stage is two or three (gemm_tma_stage_units).
-  int stage_units(const Group& g) const { return gemm_tma_stage_units(operand(g), mn_major(g, 0) || mn_major(g, 1)); }
+  // STAGES as launch.h counts them: a 3xTF32 stage is two.
   std::string stages(const Group& g, const ParamText& p) const {
-    const int units = stage_units(g);
+    const int units = gemm_tma_stage_units(operand(g));
     return units == 1 ? p("STAGES") : std::to_string(units) + " * " + p("STAGES");
   }
 
@@ -70,7 +60,7 @@ class GemmTma : public Family {
 
   bool supports(const Group& g, std::string& why) const override {
     for (int slot : {0, 1})
-      if (const char* reason = operand_refused(g, slot, mn_major(g, slot))) {
+      if (const char* reason = operand_refused(g, slot)) {
         why = reason;
         return false;
       }
@@ -99,31 +89,28 @@ class GemmTma : public Family {
            p("PINGPONG") + ", " + p("CLUSTER") + ", " + g.op_type() + operand_args(g) + ">";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES") * stage_units(g), (int)c.at("CLUSTER"),
-                           g.m, g.n, g.batch);
+    return gemm_tma_launch((int)c.at("BM"), (int)c.at("BN"), (int)c.at("STAGES") * gemm_tma_stage_units(operand(g)),
+                           (int)c.at("CLUSTER"), g.m, g.n, g.batch);
   }
   std::string launch_expr(const Group& g, const ParamText& p) const override {
     return "fusetune::gemm_tma_launch(" + p("BM") + ", " + p("BN") + ", " + stages(g, p) + ", " + p("CLUSTER") +
            ", args.m, args.n, args.batch)";
   }
   // Each block of a cluster loads BN / CLUSTER rows of B (MN-major: k-tile / CLUSTER rows of each
-  // 128-byte block of columns) and multicasts them, and all BM rows of A (MN-major: the k-tile's
-  // rows of each block); the grid and the split tail's workspace are gemm_tma_grid's (the
-  // worker's and the extension's alike).
+  // 64-column block) and multicasts them; the grid and the split tail's workspace are
+  // gemm_tma_grid's (the worker's and the extension's alike).
   json launch_extras(const Group& g, const Config& c) const override {
-    const bool a_mn = mn_major(g, 0), b_mn = mn_major(g, 1);
-    const int t = gemm_operand_type(g);
-    const int b_rows = gemm_tma_b_box_rows((int)c.at("BN"), (int)c.at("CLUSTER"), t, b_mn);
-    json extras = {{"tensor_maps", {a_mn ? gemm_tma_k_tile(t) : (int)c.at("BM"), b_rows}},
+    const bool b_mn = gemm_tma_b_mn(g);
+    const int b_rows = gemm_tma_b_box_rows((int)c.at("BN"), (int)c.at("CLUSTER"), gemm_operand_type(g), b_mn);
+    json extras = {{"tensor_maps", {c.at("BM"), b_rows}},
                    {"persistent", true},
                    {"cluster", c.at("CLUSTER")},
                    {"split_tail", {{"bm", c.at("BM")}, {"bn", c.at("BN")}}}};
-    if (t != kGemmTmaFloat32) {  // half operands: their k-tiles
+    if (const int t = gemm_operand_type(g); t != kGemmTmaFloat32) {  // half operands: their k-tiles
       extras["tensor_map_type"] = t;
       extras["split_tail"]["k_tile"] = gemm_tma_k_tile(t);
     }
     if (b_mn) extras["tensor_map_b_mn"] = true;
-    if (a_mn) extras["tensor_map_a_mn"] = true;
     return extras;
   }
   std::string extension_includes(const Group& g, const std::string& template_file) const override {
@@ -140,15 +127,11 @@ class GemmTma : public Family {
 
 // float32 operands as 3xTF32: about float32's accuracy on tensor cores, so under either policy
 // (the check against PyTorch at the run's tolerance decides, as for every candidate). Its
-// tensor maps are float32 ones, as gemm_tma's; an operand that is not K-major is read along its
-// rows (its splitters transpose it), so a plain A @ B and a transposed A run too, where their
-// stages fit in shared memory.
+// tensor maps are float32 ones, as gemm_tma's.
 class GemmTma3xTf32 : public GemmTma {
  public:
   std::string name() const override { return "gemm_3xtf32"; }
   int operand(const Group&) const override { return kGemmTma3xTF32; }
-  bool mn_major(const Group& g, int slot) const override { return g.k > 1 && k_stride(g, slot) != 1; }
-
   bool supports(const Group& g, std::string& why) const override {
     if (gemm_operand_type(g) != kGemmTmaFloat32) {
       why = "half operands (16-bit tensor cores multiply them exactly)";
@@ -157,11 +140,7 @@ class GemmTma3xTf32 : public GemmTma {
     return GemmTma::supports(g, why);
   }
   bool multiplies_half(const Group&) const override { return false; }
-  // Any policy; configs whose stages do not fit in shared memory (three units each with an
-  // MN-major operand) are left out.
-  bool allowed(const Group& g, const Config& c, const std::string&) const override {
-    return launch(g, c).shared_bytes <= (unsigned)kSm90MaxSharedBytes;
-  }
+  bool allowed(const Group&, const Config&, const std::string&) const override { return true; }
   std::string precision(const Group&, const Config&) const override { return "3xtf32"; }
 };
 
