@@ -66,9 +66,12 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
 // SM, in whole clusters of CLUSTER as many as fit, as the measuring worker launches them). The
 // workspace of a split tail is allocated once per device (zeroed; the kernel leaves it zeroed)
 // and grows when a larger one is needed; launches of one kernel on concurrent streams would share
-// it, as they share the reduce kernels' workspaces.
-template <int BM, int BN, int STAGES, int CLUSTER, int OPERAND = kGemmTmaFloat32, int B_MN = 0, class Kernel>
-void launch_gemm_tma(Kernel kernel, const KernelArgs& args, cudaStream_t stream) {
+// it, as they share the reduce kernels' workspaces. The kernel is a template argument: the
+// opt-in and the resident count belong to it, and two groups' kernels of one tile configuration
+// (the same other arguments) must not share them.
+template <auto kKernel, int BM, int BN, int STAGES, int CLUSTER, int OPERAND = kGemmTmaFloat32, int B_MN = 0>
+void launch_gemm_tma(const KernelArgs& args, cudaStream_t stream) {
+  const auto kernel = kKernel;
   const LaunchDims d = gemm_tma_launch(BM, BN, STAGES * gemm_tma_stage_units(OPERAND), CLUSTER, args.m, args.n, args.batch);
   auto fail = [](const std::string& what) { throw std::runtime_error("fusetune: TMA GEMM: " + what); };
   static TensorMapEncoder encode = [] {

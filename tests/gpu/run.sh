@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # GPU suite (run on a machine with an NVIDIA GPU): builds fusetune, runs it end to end on the
 # models of issue 2 and checks each result, then runs a search with a planted faulting and a
-# planted hanging candidate and checks that both are recorded while the search goes on.
+# planted hanging candidate and checks that both are recorded while the search goes on, and
+# builds and verifies a model whose two GEMM groups run gemm_tma in one configuration.
 # It also searches every GEMM and reduction candidate over small irregular models
 # (tests/gpu/models: transposes, batches, a broadcast batch, N = 1, edges; strided, contiguous,
 # whole and size-1 reductions) and requires every candidate to pass the check.
-#   bash tests/gpu/run.sh                        # planted, families, full-size shared models
+#   bash tests/gpu/run.sh                        # planted, tma_twins, families, full-size shared models
 #   FUSETUNE_GPU_QUICK=1 bash tests/gpu/run.sh   # planted and one small model (smoke test)
 # Environment: OUT (where the summary and gpu_results.tgz go; default the scratch folder: give
 # each invocation its own), FUSETUNE_MODELS_DIR (default ../shared/models), FUSETUNE_DEPS_DIR (offline
@@ -17,7 +18,7 @@
 # group's five fastest candidates and its final's winner in the summary, no extension build,
 # verify or profile),
 # FUSETUNE_GPU_ARGS (extra fusetune options), FUSETUNE_GPU_STAGES (default
-# "planted families models"; "searches" is extra), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
+# "planted tma_twins families models"; "searches" is extra), FUSETUNE_GPU_WORK (scratch), FUSETUNE_GPU_MODEL_TIMEOUT (seconds
 # one fusetune run may take before it is stopped and counted as failed, its log kept; default
 # no limit), FUSETUNE_GPU_REQUIRE (a text the GPU's name must contain, e.g. H200 for runs that
 # measure the issues' H200 bars: on another card the suite stops before building, with status 3).
@@ -148,6 +149,10 @@ PY
   [ $? -eq 0 ] || { failures=$((failures + 1)); tail -30 "$out/run.log"; }
 }
 
+tma_twins() {  # two groups' kernels of one gemm_tma configuration, each with its own launch state
+  run_model tma_twins "$ROOT/tests/gpu/tma_twins/model.py" --configs "$ROOT/tests/gpu/tma_twins/configs" --timeout 10
+}
+
 families() {  # every candidate of every GEMM and row family must be correct on irregular shapes
   for model in "$ROOT"/tests/gpu/models/*.py; do
     local name out
@@ -183,9 +188,10 @@ if [ -n "${FUSETUNE_GPU_QUICK:-}" ]; then
   planted
   run_model small_linear "$ROOT/tuner/tests/data/small_linear.py" --budget-candidates 8
 else
-  for stage in ${FUSETUNE_GPU_STAGES:-planted families models}; do
+  for stage in ${FUSETUNE_GPU_STAGES:-planted tma_twins families models}; do
     case $stage in
       planted) planted ;;
+      tma_twins) tma_twins ;;
       families) families ;;
       models)
         for m in ${FUSETUNE_GPU_MODELS:-elementwise_chain gemm_bias_gelu_scale gemm_relu_residual matmul_square matmul_transposed_a matvec bmm_scale mlp3 sum_middle_dim softmax_rows logsumexp_rows rmsnorm_channels linear_softmax groupnorm linear_layernorm_silu smooth_l1_loss maxpool2d avgpool3d cumsum_rows argmin_last_dim cross_entropy batchnorm_train conv2d_relu_bias depthwise_conv2d conv_transpose2d_tanh conv1d_dilated conv3d_groupnorm_mean resblock attention tests/gpu/models/hidden_state.py}; do

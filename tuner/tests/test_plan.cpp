@@ -972,8 +972,8 @@ TEST(Plan, TmaGemmNeedsKMajorAlignedOperandsOnSm90) {
   EXPECT_EQ(x3.launch(g, c3).shared_bytes,
             (unsigned)gemm_tma_smem_bytes((int)c3.at("BM"), (int)c3.at("BN"), 2 * (int)c3.at("STAGES")));
   EXPECT_NE(x3.launch_expr(g, p3).find(", 2 * " + p3("STAGES") + ", "), std::string::npos) << x3.launch_expr(g, p3);
-  EXPECT_NE(x3.extension_launch(g, p3).find("fusetune::launch_gemm_tma<" + p3("BM") + ", " + p3("BN") + ", " +
-                                            p3("STAGES") + ", " + p3("CLUSTER") + ", 3>("),
+  EXPECT_NE(x3.extension_launch(g, p3).find("fusetune::launch_gemm_tma<&" + instance + ", " + p3("BM") + ", " + p3("BN") +
+                                            ", " + p3("STAGES") + ", " + p3("CLUSTER") + ", 3>(args, stream);"),
             std::string::npos)
       << x3.extension_launch(g, p3);
   EXPECT_EQ(x3.launch_extras(g, c3).count("tensor_map_type"), 0u);  // float32 maps

@@ -117,10 +117,8 @@ class GemmTma : public Family {
     return "#define FUSETUNE_TMA_LAUNCH\n#include \"" + template_file + "\"\n#include \"tma_map.h\"\n";
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
-    return "  fusetune::launch_gemm_tma<" + p("BM") + ", " + p("BN") + ", " + p("STAGES") + ", " + p("CLUSTER") +
-           operand_args(g) + ">(" +
-           kernel_instance(g, p) +
-           ", args, stream);\n";
+    return "  fusetune::launch_gemm_tma<&" + kernel_instance(g, p) + ", " + p("BM") + ", " + p("BN") + ", " + p("STAGES") +
+           ", " + p("CLUSTER") + operand_args(g) + ">(args, stream);\n";
   }
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
 };
