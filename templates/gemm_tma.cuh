@@ -4,12 +4,14 @@
 // and half operands, MN-major (rows contiguous along n: a plain A @ B), read by TMA as tensor
 // maps. OPERAND: float32 operands multiplied in TF32, or float16 / bfloat16 ones as they are, or
 // float32 ones in 3xTF32 (gemm_tma_split.h's kGemmTma*); fp32 accumulators and epilogue always.
-// 3xTF32: a = a_big + a_small with a_big a's TF32 value, and a * b ~ a_big * b_big + a_big *
-// b_small + a_small * b_big (the dropped a_small * b_small and the TF32 rounding of the small
-// parts are about 2^-21 of |a * b|: float32's accuracy, CUTLASS's "3xTF32"). Two warps of the
-// producer warpgroup split each stage once it has landed: the TF32 values in place, the
-// remainders' TF32 values at the same offsets in the stage's second half, which the three
-// wgmmas of each step read through descriptors offset by that half.
+// 3xTF32: a = a_big + a_small with a_big a with its low 13 bits dropped (what the tensor cores
+// read of a float32 operand) and a * b ~ a_big * b_big + a_big * b_small + a_small * b_big (the
+// dropped a_small * b_small and the bits the tensor cores drop of the small parts are about 2^-19
+// of |a * b|; CUTLASS's "3xTF32"). Two warps of the producer warpgroup split each stage once it
+// has landed: the loaded values stay, their remainders go to the same offsets in the stage's
+// second half, which the three wgmmas of each step read through descriptors offset by that half.
+// Each k-tile's products are summed apart and added to the accumulators in float32 arithmetic,
+// which keeps float32's accuracy over long K (the tensor cores' own accumulation does not).
 // Persistent and warp-specialized: one producer warpgroup issues TMA loads into a ring of
 // 128-byte-swizzled shared-memory stages; two consumer warpgroups run wgmma on it and apply the
 // epilogue through a shared-memory staging buffer (float4 rows). Edges need no predicates in the
@@ -82,6 +84,7 @@ struct Config {
   static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "a Wgmma<BN, OPERAND> wrapper exists");
   static_assert(OPERAND == kGemmTmaFloat32 || gemm_tma_half(OPERAND) || kSplit, "an operand type");
   static_assert(!kSplit || !B_MN, "3xTF32 multiplies K-major operands (TF32 wgmma)");
+  static_assert(!kSplit || kMTiles * kAccRegs <= 96, "3xTF32 holds a k-tile's sums beside the accumulators");
   static_assert(STAGES >= 2, "a ring needs two stages to overlap loads and math");
   static_assert(GROUP_M >= 1, "at least one M-tile per group");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "a block or a pair");
@@ -273,39 +276,37 @@ __device__ void produce(const KernelArgs& a, const TmaMap* ta, const TmaMap* tb,
 }
 
 // 3xTF32 splitter (warps 2 and 3 of the producer warpgroup, t their thread 0..63): for every
-// k-tile of every unit of this block, wait for the stage's bytes, replace each loaded float by
-// its TF32 value and write the TF32 value of its remainder at the same offset kLoadBytes on (the
-// same swizzled layout, so the remainders' descriptors are the values' ones plus that offset),
-// fence the writes for the wgmmas (async proxy) and arrive, once per warp, on the stage's split
-// barrier, which the consumers wait for instead of the full one. The consumers release the
-// stage only after that, so no TMA write into it can overtake these.
+// k-tile of every unit of this block, wait for the stage's bytes and write the remainder of each
+// loaded float past its TF32 part (x minus x with its low 13 bits cleared, exact) at the same
+// offset kLoadBytes on (the same swizzled layout, so the remainders' descriptors are the values'
+// ones plus that offset). The loaded values stay as they are: sm_90's tensor cores read a float32
+// operand of a TF32 wgmma with its low 13 bits dropped (tests/gpu/bench/gemm_3xtf32_probe.cu),
+// which is that very TF32 part. Then fence the writes for the wgmmas (async proxy) and arrive,
+// once per warp, on the stage's split barrier, which the consumers wait for instead of the full
+// one. The consumers release the stage only after that, so no TMA write into it can overtake
+// these. Four vectors in flight per thread: the two warps are the split's only threads.
 template <class Cfg>
 __device__ void split_stages(int t, unsigned smem, unsigned full_bar, unsigned split_bar, const Schedule& sched) {
   const unsigned progress_word = smem + Cfg::kWatchOffset + 4 * (kConsumers + 1);
   unsigned progress = 0;
   RingPos<Cfg::STAGES> pos;
-  constexpr int kVectors = Cfg::kLoadBytes / 16, kThreads = 64;
-  static_assert(kVectors % (2 * kThreads) == 0, "whole rounds of two vectors per thread");
+  constexpr int kVectors = Cfg::kLoadBytes / 16, kThreads = 64, kInFlight = 4;
+  static_assert(kVectors % (kInFlight * kThreads) == 0, "whole rounds of kInFlight vectors per thread");
   for (int u = first_unit<Cfg>(); u < sched.split.units(); u += unit_step<Cfg>()) {
     const Unit unit = unit_at(u, sched);
     for (int kt = unit.k0; kt < unit.k1; ++kt) {
       sm90::mbar_wait(full_bar + 8 * pos.stage, pos.phase);
       const unsigned base = smem + pos.stage * Cfg::kStageBytes;
-#pragma unroll 2
-      for (int i = t; i < kVectors; i += 2 * kThreads) {
-        float4 v[2];
+#pragma unroll 1
+      for (int i = t; i < kVectors; i += kInFlight * kThreads) {
+        float4 v[kInFlight];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) v[h] = sm90::ld_shared_v4(base + 16 * (i + h * kThreads));
+        for (int h = 0; h < kInFlight; ++h) v[h] = sm90::ld_shared_v4(base + 16 * (i + h * kThreads));
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const unsigned at = base + 16 * (i + h * kThreads);
-          const float4 big = make_float4(sm90::round_tf32(v[h].x), sm90::round_tf32(v[h].y), sm90::round_tf32(v[h].z),
-                                         sm90::round_tf32(v[h].w));
-          sm90::st_shared_v4(at, big);
-          sm90::st_shared_v4(at + Cfg::kLoadBytes,
-                             make_float4(sm90::round_tf32(v[h].x - big.x), sm90::round_tf32(v[h].y - big.y),
-                                         sm90::round_tf32(v[h].z - big.z), sm90::round_tf32(v[h].w - big.w)));
-        }
+        for (int h = 0; h < kInFlight; ++h)
+          sm90::st_shared_v4(base + Cfg::kLoadBytes + 16 * (i + h * kThreads),
+                             make_float4(sm90::tf32_remainder(v[h].x), sm90::tf32_remainder(v[h].y),
+                                         sm90::tf32_remainder(v[h].z), sm90::tf32_remainder(v[h].w)));
       }
       sm90::fence_proxy_async_shared();
       __syncwarp();
@@ -549,7 +550,12 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
   const unsigned staging = smem + Cfg::kStagingOffset + consumer * 2 * kChunkBytes;
 
   float acc[Cfg::kMTiles][Cfg::kAccRegs];
-  RingPos<Cfg::STAGES> pos;
+  // 3xTF32: a k-tile's products are summed in `part` by the tensor cores and added to acc in
+  // float32 arithmetic. Summed into acc by the tensor cores alone, they lost float32's accuracy
+  // over long K: the tensor cores' accumulation keeps fewer bits than float32's rounding (error
+  // about 8e-5 of the outputs' size at K = 3072, docs/PERF.md eighteenth session).
+  float part[Cfg::kSplit ? Cfg::kMTiles : 1][Cfg::kSplit ? Cfg::kAccRegs : 1] = {};  // (each k-tile's first wgmma
+  RingPos<Cfg::STAGES> pos;                                                           // overwrites it)
   const unsigned my_turn = smem + Cfg::kTurnOffset + 8 * consumer, their_turn = smem + Cfg::kTurnOffset + 8 * (1 - consumer);
   int taken = 0;  // tiles this consumer has run
   for (int u = first_unit<Cfg>(), j = 0; u < sched.split.units(); u += unit_step<Cfg>(), ++j) {
@@ -573,22 +579,39 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
       constexpr unsigned long long kSmall = Cfg::kLoadBytes >> 4;  // 3xTF32: the remainders' offset
       using Mma = sm90::Wgmma<Cfg::BN, Cfg::kWgmmaType, Cfg::B_MN>;
       sm90::wgmma_fence();
+      if constexpr (Cfg::kSplit) {  // a_small * b_big, a_big * b_small, a_big * b_big into part
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int mt = 0; mt < Cfg::kMTiles; ++mt) {  // A: +2 per step, 32 bytes encoded >> 4
-          const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
-          if constexpr (Cfg::kSplit) {  // a_small * b_big and a_big * b_small
-            Mma::mma(acc[mt], da + kSmall, db, 1);
-            Mma::mma(acc[mt], da, db + kSmall, 1);
+          for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+            const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
+            Mma::mma(part[mt], da + kSmall, db, kk > 0);
+            Mma::mma(part[mt], da, db + kSmall, 1);
+            Mma::mma(part[mt], da, db, 1);
           }
-          Mma::mma(acc[mt], da, db, 1);
-        }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<0>();
 #pragma unroll
-      for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
-      if (kt > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+          sm90::fence_regs(part[mt]);
+#pragma unroll
+          for (int i = 0; i < Cfg::kAccRegs; ++i) acc[mt][i] += part[mt][i];
+        }
+        if (lane == 0) release<Cfg>(empty_bar + 8 * pos.stage);  // its wgmmas have retired
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int mt = 0; mt < Cfg::kMTiles; ++mt) {  // A: +2 per step, 32 bytes encoded >> 4
+            const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
+            Mma::mma(acc[mt], da, db, 1);
+          }
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();
+#pragma unroll
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
+        if (kt > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
+      }
       prev_stage = pos.stage;
       pos.advance();
       sm90::st_volatile_shared(progress_word, ++progress);
@@ -600,7 +623,7 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
-    if (k_tiles > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
+    if (!Cfg::kSplit && k_tiles > 0 && lane == 0) release<Cfg>(empty_bar + 8 * prev_stage);
     if (unit.part > 0) {
       leave_partial<Cfg>(acc, split_ws, sched, unit, consumer);
       sm90::st_volatile_shared(progress_word, ++progress);

@@ -149,13 +149,8 @@ __device__ __forceinline__ void st_shared_v4(unsigned addr, float4 v) {
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
-// x rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), as a float whose low
-// 13 bits are zero.
-__device__ __forceinline__ float round_tf32(float x) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-}
+// What a TF32 read of x drops: x minus x with its low 13 bits cleared (exact in float32).
+__device__ __forceinline__ float tf32_remainder(float x) { return x - __uint_as_float(__float_as_uint(x) & 0xffffe000u); }
 
 // ---- warpgroup MMA ----
 __device__ __forceinline__ void wgmma_fence() {

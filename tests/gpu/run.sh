@@ -161,7 +161,9 @@ families() {  # every candidate of every GEMM and row family must be correct on 
     out=$WORK/$name
     fresh_run "$out" "$model"
     echo "=== $name"
-    "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 --timeout 10 >"$out/run.log" 2>&1
+    # MODEL.args beside a model: extra options for its search (a precision policy, tolerances).
+    "$FT" search --model "$out/model.py" --arch sm_90 --out "$out" --workers 16 --timeout 10 \
+      $(cat "${model%.py}.args" 2>/dev/null) >"$out/run.log" 2>&1
     python3 - "$name" "$out/results/best.json" "$summary" <<'PY'
 import collections, json, sys
 name, path, summary = sys.argv[1:4]

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--arch", o.arch, "target GPU architecture (must match the GPU present)")->capture_default_str();
   app.add_option("--out", o.out, "output folder (results/, extension/, model_new.py, .fusetune/)")->capture_default_str();
   app.add_option("--precision", o.precision,
-                 "tf32: TF32 allowed for fp32 matrix work; fp32: strict (3xTF32, about fp32-accurate, allowed)")
+                 "tf32: TF32 allowed for fp32 matrix work; fp32: strict (3xTF32, fp32-accurate, allowed)")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   app.add_option("--budget-candidates", o.search.budget_candidates, "candidates per group, a seeded sample (0: all)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -55,9 +55,9 @@ inline Timing time_runs(int runs, int warm, const std::function<void()>& run) {
 }
 
 // n floats of a fixed pseudo-random sequence in [-0.5, 0.5), written to device memory `dev`.
-inline void fill_uniform(float* dev, long long n) {
+inline void fill_uniform(float* dev, long long n, unsigned seed = 12345) {
   std::vector<float> h(n);
-  unsigned s = 12345;
+  unsigned s = seed;
   for (auto& v : h) v = (s = s * 1664525u + 1013904223u) / 4294967296.f - 0.5f;
   CHECK(cudaMemcpy(dev, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 }

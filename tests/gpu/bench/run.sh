@@ -3,10 +3,10 @@
 # what cuBLASLt offers for the shared GEMM shapes, whether cuDNN fuses a convolution's epilogue
 # on fp32 data, how the loop shapes of max pooling and of rmsnorm_channels' channel norm set
 # their memory traffic, how fast the channels-last transposes around a convolution run, and
-# whether chunks of a convolution on two streams hide those transposes. Run on the GPU machine,
-# the default set or those named:
+# whether chunks of a convolution on two streams hide those transposes, and where the 3xTF32 TMA
+# GEMM's time goes. Run on the GPU machine, the default set or those named:
 #   bash tests/gpu/bench/run.sh [copy] [cublaslt] [cudnn_fusion] [pool] [pool_ncu] [rmsnorm] [rmsnorm_ncu] [transpose]
-#                               [conv_overlap]
+#                               [conv_overlap] [tf32x3] [tf32x3_ncu]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${TMPDIR:-/tmp}/fusetune_bench
@@ -46,8 +46,13 @@ PY
     transpose)  # exits non-zero if a variant's output differs from the extension's kernel's
       nvcc -O3 -arch=sm_90 -std=c++17 -I "$HERE/../../../templates" -o "$BIN/transpose_probe" "$HERE/transpose_probe.cu"
       "$BIN/transpose_probe" ;;
+    tf32x3|tf32x3_ncu)  # the 3xTF32 TMA GEMM against TF32; *_ncu: one run of each under Nsight Compute
+      nvcc -O3 -std=c++17 -arch=sm_90a -I "$HERE/../../../templates" -o "$BIN/gemm_3xtf32_probe" "$HERE/gemm_3xtf32_probe.cu"
+      if [ $bench = tf32x3 ]; then "$BIN/gemm_3xtf32_probe"
+      else ncu --clock-control none -k regex:gemm_tma --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section ComputeWorkloadAnalysis "$BIN/gemm_3xtf32_probe" 1 | grep -v "^==PROF=="; fi ;;
     conv_overlap)  # PyTorch only: chunked channels-last convolutions on two streams against serial
       python3 "$HERE/conv_overlap_probe.py" ;;
-    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose, conv_overlap)"; exit 2 ;;
+    *) echo "unknown benchmark $bench (copy, cublaslt, cudnn_fusion, pool, pool_ncu, rmsnorm, rmsnorm_ncu, transpose, conv_overlap, tf32x3, tf32x3_ncu)"; exit 2 ;;
   esac
 done
