@@ -184,11 +184,30 @@ def _plain_tensor(model, path):
     return value if isinstance(value, torch.Tensor) else None
 
 
-def _export(model, inputs, base):
+def _same_bits(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(
+        a.detach().contiguous().reshape(-1).view(torch.uint8), b.detach().contiguous().reshape(-1).view(torch.uint8))
+
+
+def _changed_in_place(model, message, originals):
+    """The plain tensor attributes (path -> tensor) that a refused trace changed in place: the one
+    torch.export's message names ("Constant hidden is mutated"), else every one whose value differs
+    from originals' (the trace changes it before the refusal), so that other wording in another
+    torch version does not turn state into a capture error."""
+    named = _MUTATED_CONSTANT.search(message)
+    held = _plain_tensor(model, named.group(1)) if named else None
+    if held is not None:
+        return {named.group(1): held}
+    changed = {path: _plain_tensor(model, path) for path in originals}
+    return {path: t for path, t in changed.items() if t is not None and not _same_bits(t, originals[path])}
+
+
+def _export(model, inputs, base, originals):
     """(decomposed program, {}, created), or (None, state, created) where state maps the paths of
     the plain tensor attributes forward assigns or changes in place to the tensors they held
     before, which the caller has to make buffers first. created: the attributes forward assigns a
-    tensor that __init__ did not create as one."""
+    tensor that __init__ did not create as one. originals: the plain tensor attributes' values
+    before any trace."""
     try:
         with quiet():
             with written_back(model) as assigned:
@@ -198,11 +217,10 @@ def _export(model, inputs, base):
                 scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
                 ep = ep.run_decompositions(decompositions())
     except Exception as e:
-        mutated = _MUTATED_CONSTANT.search(str(e))
-        held = _plain_tensor(model, mutated.group(1)) if mutated else None
-        if held is None:
+        found = _changed_in_place(model, str(e), originals)
+        if not found:
             raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
-        return None, {mutated.group(1): held}, []
+        return None, found, []
     return (None if state else ep), state, [path for path in assigned if path not in state]
 
 
@@ -216,7 +234,7 @@ def export_graph(model, inputs, base):
     originals = {f"{owner}.{name}".lstrip("."): t.clone() for owner, m in model.named_modules()
                  for name, t in vars(m).items() if isinstance(t, torch.Tensor)}
     state = []
-    ep, found, created = _export(model, inputs, base)
+    ep, found, created = _export(model, inputs, base, originals)
     for path in created:
         print(f"note: {base}: forward stores a tensor in self.{path}, which __init__ does not create as a tensor; "
               "ModelNew does not keep it (create it in __init__ for state kept from call to call)", file=sys.stderr)
@@ -225,7 +243,7 @@ def export_graph(model, inputs, base):
             before.copy_(originals[path])
         keep_as_buffers(model, found)
         state += found
-        ep, found, _ = _export(model, inputs, base)
+        ep, found, _ = _export(model, inputs, base, originals)
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)

@@ -3,6 +3,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -536,6 +537,25 @@ def test_reassigned_tensor_attributes_are_state(cli, tmp_path):
         torch.testing.assert_close(program(x), reference(x))
     torch.testing.assert_close(program.get_buffer("cell.h"), reference.cell.h)
     torch.testing.assert_close(program.get_buffer("cell.steps"), torch.tensor([3.0]))
+
+
+def test_state_changed_in_place_found_without_torchs_message(monkeypatch):
+    # torch.export refuses a plain attribute changed in place (small_hidden.py's cell.steps) with a
+    # message naming it; worded otherwise (another torch version), capture finds the attribute by
+    # what the refused trace changed.
+    monkeypatch.setattr(capture, "_MUTATED_CONSTANT", re.compile(r"a message torch does not write"))
+    module = common.load_module(STATEFUL, "stateful_model")
+    torch.manual_seed(0)
+    reference = module.Model(5)
+    torch.manual_seed(0)
+    captured = module.Model(5)
+    ep, state = capture.export_graph(captured, module.get_inputs(), "model.py")
+    assert state == ["hidden", "cell.h", "cell.steps"]
+    program = ep.module()
+    for _ in range(2):
+        x = torch.randn(2, 5)
+        torch.testing.assert_close(program(x), reference(x))
+    torch.testing.assert_close(program.get_buffer("cell.steps"), torch.tensor([2.0]))
 
 
 def test_state_overwritten_from_an_input():
