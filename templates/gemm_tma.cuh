@@ -553,9 +553,10 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
   // 3xTF32: a k-tile's products are summed in `part` by the tensor cores and added to acc in
   // float32 arithmetic. Summed into acc by the tensor cores alone, they lost float32's accuracy
   // over long K: the tensor cores' accumulation keeps fewer bits than float32's rounding (error
-  // about 8e-5 of the outputs' size at K = 3072, docs/PERF.md eighteenth session).
-  float part[Cfg::kSplit ? Cfg::kMTiles : 1][Cfg::kSplit ? Cfg::kAccRegs : 1] = {};  // (each k-tile's first wgmma
-  RingPos<Cfg::STAGES> pos;                                                           // overwrites it)
+  // about 8e-5 of the outputs' size at K = 3072, docs/PERF.md eighteenth session). Zeroed once
+  // only so that no register is read unset: each k-tile's first wgmma overwrites it (scale-d 0).
+  float part[Cfg::kSplit ? Cfg::kMTiles : 1][Cfg::kSplit ? Cfg::kAccRegs : 1] = {};
+  RingPos<Cfg::STAGES> pos;
   const unsigned my_turn = smem + Cfg::kTurnOffset + 8 * consumer, their_turn = smem + Cfg::kTurnOffset + 8 * (1 - consumer);
   int taken = 0;  // tiles this consumer has run
   for (int u = first_unit<Cfg>(), j = 0; u < sched.split.units(); u += unit_step<Cfg>(), ++j) {

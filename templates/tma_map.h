@@ -71,7 +71,6 @@ inline CUresult encode_gemm_operand(TensorMapEncoder encode, TmaMap* map, const 
 // (the same other arguments) must not share them.
 template <auto kKernel, int BM, int BN, int STAGES, int CLUSTER, int OPERAND = kGemmTmaFloat32, int B_MN = 0>
 void launch_gemm_tma(const KernelArgs& args, cudaStream_t stream) {
-  const auto kernel = kKernel;
   const LaunchDims d = gemm_tma_launch(BM, BN, STAGES * gemm_tma_stage_units(OPERAND), CLUSTER, args.m, args.n, args.batch);
   auto fail = [](const std::string& what) { throw std::runtime_error("fusetune: TMA GEMM: " + what); };
   static TensorMapEncoder encode = [] {
@@ -85,12 +84,12 @@ void launch_gemm_tma(const KernelArgs& args, cudaStream_t stream) {
   if (!encode) fail("the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12 or newer)");
   static int resident = 0;  // blocks resident at once
   static const std::string prepared = [&]() -> std::string {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d.shared_bytes);
+    const cudaError_t e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)d.shared_bytes);
     if (e != cudaSuccess) return std::string("shared-memory opt-in refused: ") + cudaGetErrorString(e);
     // The consumers' setmaxnreg.inc waits for the registers the producer frees: 168 per thread
     // (65536 / 384) are what the split assumes; with fewer it would wait forever.
     cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return "cannot read the kernel's attributes";
+    if (cudaFuncGetAttributes(&attr, kKernel) != cudaSuccess) return "cannot read the kernel's attributes";
     if (attr.numRegs < 65536 / kGemmTmaThreads / 8 * 8)
       return "the kernel was built with " + std::to_string(attr.numRegs) + " registers per thread, setmaxnreg needs 168";
     int device = 0, sms = 0;
@@ -103,7 +102,7 @@ void launch_gemm_tma(const KernelArgs& args, cudaStream_t stream) {
       config.blockDim = dim3(d.block[0]);
       config.dynamicSmemBytes = d.shared_bytes;
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1)
+      if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) != cudaSuccess || clusters < 1)
         clusters = std::max(sms / CLUSTER, 1);
       resident = clusters * CLUSTER;
     }
@@ -136,7 +135,7 @@ void launch_gemm_tma(const KernelArgs& args, cudaStream_t stream) {
     }
     split_ws = static_cast<unsigned*>(ws.first);
   }
-  kernel<<<grid.blocks, d.block[0], d.shared_bytes, stream>>>(args, ta, tb, split_ws);
+  kKernel<<<grid.blocks, d.block[0], d.shared_bytes, stream>>>(args, ta, tb, split_ws);
 }
 #endif
 
