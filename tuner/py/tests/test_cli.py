@@ -194,6 +194,7 @@ GPU_FAMILY_PLANS = {
     "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
     "conv_forms.py": ["conv"] * 6,
     "gemm_tma_forms.py": ["gemm"] * 5,
+    "gemm_fp32_accuracy.py": ["gemm"] * 2,  # the Linear with its ReLU, the batched product
     "bool_masks.py": ["elementwise", "reduce", "gemm"],
     "cat_forms.py": ["elementwise", "reduce"] + ["elementwise"] * 8,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
