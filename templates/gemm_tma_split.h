@@ -7,9 +7,9 @@
 namespace fusetune {
 
 // Operand element types of the TMA GEMM (the dtype of its operand slots): float32 read as TF32,
-// float16 and bfloat16 as they are, and float32 as 3xTF32 (each value split into its TF32 value
-// and the TF32 value of its remainder, three products: about float32's accuracy). A k-tile is
-// one 128-byte row of a box: 32 floats or 64 halves.
+// float16 and bfloat16 as they are, and float32 as 3xTF32 (each value split into its TF32 part
+// and its remainder, three products, each k-tile's sums added in float32: float32's accuracy).
+// A k-tile is one 128-byte row of a box: 32 floats or 64 halves.
 constexpr int kGemmTmaFloat32 = 0, kGemmTmaFloat16 = 1, kGemmTmaBfloat16 = 2, kGemmTma3xTF32 = 3;
 FUSETUNE_HOST_DEVICE constexpr bool gemm_tma_half(int operand) {
   return operand == kGemmTmaFloat16 || operand == kGemmTmaBfloat16;

@@ -5,8 +5,8 @@
 // maps, so it runs only where A is K-major and B too (nn.Linear's x @ W^T) or, for half
 // operands, MN-major (a plain A @ B with a row-major B: wgmma transposes 16-bit B tiles; a
 // float32 A @ B is left to cuBLASLt), and their strides are whole 16-byte units. The gemm_3xtf32
-// family is the same kernel multiplying float32 operands in 3xTF32 (about float32's accuracy),
-// under either policy.
+// family is the same kernel multiplying float32 operands in 3xTF32 (float32's accuracy), under
+// either policy.
 #include <climits>
 
 #include "families.h"
@@ -16,6 +16,10 @@
 namespace fusetune {
 
 namespace {
+
+// ", T" for an operand type T other than float32 (the default) among the kernel's and the
+// launcher's template arguments.
+std::string operand_type_arg(int t) { return t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t); }
 
 // Why operand `slot` ([batch, rows, k] for A, [batch, k, n] for B) cannot be a TMA tensor map.
 const char* operand_refused(const Group& g, int slot) {
@@ -43,8 +47,7 @@ class GemmTma : public Family {
   // The kernel's and launcher's trailing template arguments: OPERAND (none for float32 in TF32)
   // and, for an MN-major B, B_MN = 1.
   std::string operand_args(const Group& g) const {
-    const int t = operand(g);
-    return (t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t)) + (gemm_tma_b_mn(g) ? ", 1" : "");
+    return operand_type_arg(operand(g)) + (gemm_tma_b_mn(g) ? ", 1" : "");
   }
   // STAGES as launch.h counts them: a 3xTF32 stage is two.
   std::string stages(const Group& g, const ParamText& p) const {
@@ -123,7 +126,7 @@ class GemmTma : public Family {
   double flops(const Group& g) const override { return family_by_name("gemm").flops(g); }
 };
 
-// float32 operands as 3xTF32: about float32's accuracy on tensor cores, so under either policy
+// float32 operands as 3xTF32: float32's accuracy on tensor cores, so under either policy
 // (the check against PyTorch at the run's tolerance decides, as for every candidate). Its
 // tensor maps are float32 ones, as gemm_tma's.
 class GemmTma3xTf32 : public GemmTma {
@@ -154,10 +157,7 @@ int gemm_operand_type(const Group& g) {
   return half_kind(g.slots.at(0).dtype);
 }
 
-std::string gemm_operand_arg(const Group& g) {
-  const int t = gemm_operand_type(g);
-  return t == kGemmTmaFloat32 ? "" : ", " + std::to_string(t);
-}
+std::string gemm_operand_arg(const Group& g) { return operand_type_arg(gemm_operand_type(g)); }
 
 std::string half_operand_precision(const Group& g) {
   const int t = gemm_operand_type(g);
