@@ -552,8 +552,8 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
   float acc[Cfg::kMTiles][Cfg::kAccRegs];
   // 3xTF32: a k-tile's products are summed in `part` by the tensor cores and added to acc in
   // float32 arithmetic. Summed into acc by the tensor cores alone, they lost float32's accuracy
-  // over long K: the tensor cores' accumulation keeps fewer bits than float32's rounding (error
-  // about 8e-5 of the outputs' size at K = 3072, docs/PERF.md eighteenth session). Zeroed once
+  // over long K (error about 8e-5 of the outputs' size at K = 3072, most likely the tensor
+  // cores' accumulation keeping fewer bits than float32 rounding; docs/PERF.md eighteenth session). Zeroed once
   // only so that no register is read unset: each k-tile's first wgmma overwrites it (scale-d 0).
   float part[Cfg::kSplit ? Cfg::kMTiles : 1][Cfg::kSplit ? Cfg::kAccRegs : 1] = {};
   RingPos<Cfg::STAGES> pos;
