@@ -553,8 +553,9 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
   // 3xTF32: a k-tile's products are summed in `part` by the tensor cores and added to acc in
   // float32 arithmetic. Summed into acc by the tensor cores alone, they lost float32's accuracy
   // over long K (error about 8e-5 of the outputs' size at K = 3072, most likely the tensor
-  // cores' accumulation keeping fewer bits than float32 rounding; docs/PERF.md eighteenth session). Zeroed once
-  // only so that no register is read unset: each k-tile's first wgmma overwrites it (scale-d 0).
+  // cores' accumulation keeping fewer bits than float32 rounding; docs/PERF.md eighteenth
+  // session). Zeroed once only so that no register is read unset: each k-tile's first wgmma
+  // overwrites it (scale-d 0).
   float part[Cfg::kSplit ? Cfg::kMTiles : 1][Cfg::kSplit ? Cfg::kAccRegs : 1] = {};
   RingPos<Cfg::STAGES> pos;
   const unsigned my_turn = smem + Cfg::kTurnOffset + 8 * consumer, their_turn = smem + Cfg::kTurnOffset + 8 * (1 - consumer);
@@ -580,17 +581,21 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
       constexpr unsigned long long kSmall = Cfg::kLoadBytes >> 4;  // 3xTF32: the remainders' offset
       using Mma = sm90::Wgmma<Cfg::BN, Cfg::kWgmmaType, Cfg::B_MN>;
       sm90::wgmma_fence();
-      if constexpr (Cfg::kSplit) {  // a_small * b_big, a_big * b_small, a_big * b_big into part
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+      for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-          for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
-            const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
+        for (int mt = 0; mt < Cfg::kMTiles; ++mt) {  // A: +2 per step, 32 bytes encoded >> 4
+          const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
+          if constexpr (Cfg::kSplit) {  // a_small * b_big, a_big * b_small, a_big * b_big into part
             Mma::mma(part[mt], da + kSmall, db, kk > 0);
             Mma::mma(part[mt], da, db + kSmall, 1);
             Mma::mma(part[mt], da, db, 1);
+          } else {
+            Mma::mma(acc[mt], da, db, 1);
           }
-        sm90::wgmma_commit();
+        }
+      sm90::wgmma_commit();
+      if constexpr (Cfg::kSplit) {  // part into acc once this k-tile's wgmmas have retired
         sm90::wgmma_wait<0>();
 #pragma unroll
         for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
@@ -598,16 +603,8 @@ __device__ void consume(const KernelArgs& a, unsigned smem, unsigned ready_bar, 
 #pragma unroll
           for (int i = 0; i < Cfg::kAccRegs; ++i) acc[mt][i] += part[mt][i];
         }
-        if (lane == 0) release<Cfg>(empty_bar + 8 * pos.stage);  // its wgmmas have retired
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-          for (int mt = 0; mt < Cfg::kMTiles; ++mt) {  // A: +2 per step, 32 bytes encoded >> 4
-            const unsigned long long da = desc_a[mt] + stage_off + 2 * kk, db = desc_b + stage_off + kBStep * kk;
-            Mma::mma(acc[mt], da, db, 1);
-          }
-        sm90::wgmma_commit();
+        if (lane == 0) release<Cfg>(empty_bar + 8 * pos.stage);
+      } else {  // the previous k-tile's wgmmas have retired
         sm90::wgmma_wait<1>();
 #pragma unroll
         for (int mt = 0; mt < Cfg::kMTiles; ++mt) sm90::fence_regs(acc[mt]);
