@@ -198,8 +198,8 @@ def _changed_in_place(model, message, originals):
     held = _plain_tensor(model, named.group(1)) if named else None
     if held is not None:
         return {named.group(1): held}
-    changed = {path: _plain_tensor(model, path) for path in originals}
-    return {path: t for path, t in changed.items() if t is not None and not _same_bits(t, originals[path])}
+    return {path: t for path, before in originals.items()
+            if (t := _plain_tensor(model, path)) is not None and not _same_bits(t, before)}
 
 
 def _export(model, inputs, base, originals):
