@@ -1,8 +1,8 @@
 # Two Linear layers whose GEMM groups (different epilogues, so different kernels) run gemm_tma in
-# one and the same tile configuration: the GPU suite's "tma_twins" stage tunes it with the
-# search spaces of tests/gpu/tma_twins/configs (one gemm_tma config, every other GEMM family
-# left out) and verifies it, so that each kernel must get its own launch state (shared-memory
-# opt-in) in the extension. Irregular M; K and N multiples of 4 (TMA's 16-byte strides).
+# one and the same tile configuration: the GPU suite's "tma_twins" stage tunes it with search
+# spaces derived from configs/ (one gemm_tma config, every other family left out) and verifies
+# it, so that each kernel must get its own launch state (shared-memory opt-in) in the extension.
+# Irregular M; K and N multiples of 4 (TMA's 16-byte strides).
 import torch
 import torch.nn as nn
 
