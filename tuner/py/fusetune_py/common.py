@@ -226,7 +226,7 @@ def pick_device(requested):
     if device not in ("cuda", "cpu"):
         raise UserError(f"--device must be cuda or cpu, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("no CUDA device is available (pass --device cpu to run on the CPU)")
+        raise UserError("no CUDA device is available: this step needs an NVIDIA GPU")
     return torch.device(device)
 
 
