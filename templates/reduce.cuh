@@ -298,8 +298,9 @@ template <class Op> struct Row {
 
 // ---- reduce_kernel: a block per row.
 
-template <class Op, int P, int MATH, int BLOCK>
-__device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
+// Every lane of the warp ends with the merge of the warp's 32 partial statistics.
+template <class Op, int P, int MATH>
+__device__ __forceinline__ void warp_merge(float* acc) {
 #pragma unroll
   for (int sh = 16; sh > 0; sh >>= 1) {
     float other[Op::kStats];
@@ -307,6 +308,11 @@ __device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
     for (int i = 0; i < Op::kStats; ++i) other[i] = __shfl_xor_sync(0xffffffffu, acc[i], sh);
     merge<Op, P, MATH>(acc, other);
   }
+}
+
+template <class Op, int P, int MATH, int BLOCK>
+__device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
+  warp_merge<Op, P, MATH>(acc);
   if (BLOCK > 32) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     if (lane == 0)
@@ -315,13 +321,7 @@ __device__ __forceinline__ void block_merge(float* acc, float (*partial)[32]) {
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < Op::kStats; ++i) acc[i] = lane < BLOCK / 32 ? partial[i][lane] : stat_identity<Op>(i);
-#pragma unroll
-    for (int sh = 16; sh > 0; sh >>= 1) {
-      float other[Op::kStats];
-#pragma unroll
-      for (int i = 0; i < Op::kStats; ++i) other[i] = __shfl_xor_sync(0xffffffffu, acc[i], sh);
-      merge<Op, P, MATH>(acc, other);
-    }
+    warp_merge<Op, P, MATH>(acc);
     __syncthreads();  // partial is reused by the next pass
   }
 }
