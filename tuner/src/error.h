@@ -26,6 +26,13 @@ class UserError : public Error {
   using Error::Error;
 };
 
+// A user-facing failure whose one-line message a helper process has already printed: main()
+// exits with status 2 and adds nothing.
+class ReportedError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 }  // namespace fusetune
 
 #define FT_THROW(msg) throw ::fusetune::Error((msg), __FILE__, __LINE__)

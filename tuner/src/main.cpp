@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
     else if (verify->parsed()) stage_verify(o);
     else if (profile->parsed()) stage_profile(o);
     else stage_tune(o);
+  } catch (const ReportedError&) {
+    return 2;
   } catch (const UserError& e) {
     std::fprintf(stderr, "\nerror: %s\n", e.what());
     return 2;

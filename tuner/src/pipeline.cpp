@@ -45,13 +45,15 @@ std::string python() {
   return p && *p ? p : "python3";
 }
 
-// Runs a helper of tuner/py; it prints its own one-line error, so failing is enough here.
+// Runs a helper of tuner/py. Status 2 is a user error whose line the helper printed itself; any
+// other failure (a crash, a traceback) is named here with the stage that failed.
 void run_python(const std::string& module, std::vector<std::string> args, const std::string& what) {
   std::vector<std::string> argv = {python(), "-m", "fusetune_py." + module};
   argv.insert(argv.end(), args.begin(), args.end());
   const char* old = std::getenv("PYTHONPATH");
   const std::string pp = "PYTHONPATH=" + path_join(fusetune_home(), "tuner/py") + (old && *old ? std::string(":") + old : "");
   const int rc = run_process(argv, {pp});
+  if (rc == 2) throw ReportedError(what + " failed", __FILE__, __LINE__);
   if (rc != 0) FT_USER_ERROR(what + " failed (exit status " + std::to_string(rc) + ")");
 }
 

@@ -39,6 +39,15 @@ def test_no_model_class(write_model, tmp_path):
     assert "has no class Model" in err
 
 
+def test_helper_error_is_one_line(write_model, tmp_path):
+    """A helper's own error line (here capture's) is the whole message: the driver adds none."""
+    path = write_model("class Model(nn.Module):\n    def forward(self, x):\n        return x +\n")
+    code, _, err = run("plan", "--model", path, "--out", str(tmp_path))
+    assert code == 2
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "error: cannot import model.py: SyntaxError: invalid syntax (model.py, line 6)"], err
+
+
 def test_no_get_inputs(write_model, tmp_path):
     path = write_model("class Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
                        "def get_init_inputs():\n    return []\n")
