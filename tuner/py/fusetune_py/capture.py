@@ -1,6 +1,5 @@
 # Captures a user's PyTorch model as a core-ATen graph (graph.pt2) plus a JSON description
 # (graph.json) that the C++ tuner reads without needing Python.
-import argparse
 import contextlib
 import inspect
 import json
@@ -12,9 +11,9 @@ import sys
 import torch
 from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 
-from .common import (UserError, attribute_owner, build_model_and_inputs, check_input_dtypes, dtype_name, first_line,
-                     json_float, keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main, sha256_file,
-                     atomic_path)
+from .common import (ArgumentParser, UserError, attribute_owner, build_model_and_inputs, check_input_dtypes, dtype_name,
+                     first_line, json_float, keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main,
+                     sha256_file, atomic_path)
 from .decompose import decompositions
 from .graph_passes import fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals, split_long_cats
 from .half import MODEL_DTYPE, compute_half_in_float32
@@ -350,8 +349,8 @@ def capture(model_path, out_dir, seed, program=True):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m fusetune_py.capture",
-                                description="Capture a model as a core-ATen graph.")
+    p = ArgumentParser(prog="python3 -m fusetune_py.capture",
+                       description="Capture a model as a core-ATen graph.")
     p.add_argument("--model", required=True, help="KernelBench-style model file")
     p.add_argument("--out", required=True, help="directory for graph.json and graph.pt2")
     p.add_argument("--seed", type=int, default=0)

@@ -1,5 +1,6 @@
 # Shared plumbing for the fusetune helpers: loading user model files, the one seeding rule,
 # atomic writes and the "error: ..." / exit-status convention the C++ driver relies on.
+import argparse
 import contextlib
 import hashlib
 import importlib.util
@@ -27,6 +28,16 @@ class UserError(Exception):
     def __init__(self, message, status=2):
         super().__init__(message)
         self.status = status
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The helpers' options come from the C++ driver, not from the user: a bad one is fusetune's
+    bug. It exits 1, so that the driver names the failed stage, not argparse's 2, which the driver
+    reads as "one user-error line was printed"."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
 
 
 def run_main(main, argv=None):
@@ -221,7 +232,7 @@ def read_json(path, what):
 
 
 def pick_device(requested):
-    """Resolve --device; asking for cuda on a machine without it is a user error, not a crash."""
+    """Resolve a device name; asking for cuda on a machine without it is a user error, not a crash."""
     device = requested or ("cuda" if torch.cuda.is_available() else "cpu")
     if device not in ("cuda", "cpu"):
         raise UserError(f"--device must be cuda or cpu, got {device!r}")

@@ -1,6 +1,5 @@
 # Computes the reference tensors the tuner checks its kernels against: the captured graph run
 # op by op in strict fp32, on the weights and inputs the seeding rule gives.
-import argparse
 import functools
 import os
 import sys
@@ -9,9 +8,9 @@ import torch
 from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from .capture import FORMAT, VERSION
-from .common import (HALF_DTYPES, UserError, atomic_path, build_model_and_inputs, dtype_name, first_line,
-                     keep_as_buffers, load_module, pick_device, quiet, read_json, run_main, sha256_file, strict_fp32,
-                     to_device, write_json_atomic)
+from .common import (ArgumentParser, HALF_DTYPES, UserError, atomic_path, build_model_and_inputs, dtype_name,
+                     first_line, keep_as_buffers, load_module, pick_device, quiet, read_json, run_main, sha256_file,
+                     strict_fp32, to_device, write_json_atomic)
 
 
 def load_graph_json(work):
@@ -187,8 +186,8 @@ def make_tensors(work, names_path, out_dir, device, check=False):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m fusetune_py.tensors",
-                                description="Write reference tensors of a captured graph.")
+    p = ArgumentParser(prog="python3 -m fusetune_py.tensors",
+                       description="Write reference tensors of a captured graph.")
     p.add_argument("--work", required=True, help="directory holding graph.json and graph.pt2")
     p.add_argument("--names", required=True, help="JSON list of value names to save")
     p.add_argument("--out", required=True, help="directory for <name>.bin and tensors.json")

@@ -1,6 +1,5 @@
 # End-to-end check (verify) and timing (profile) of a generated ModelNew against the user's Model,
 # following the correctness and timing protocol of MEASURE.md.
-import argparse
 import math
 import os
 import statistics
@@ -8,8 +7,8 @@ import statistics
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .common import (UserError, attribute_owner, build_inputs, build_model, first_line, json_float, load_module,
-                     pick_device, pytorch_default_precision, run_main, set_tf32, strict_fp32, to_device,
+from .common import (ArgumentParser, UserError, attribute_owner, build_inputs, build_model, first_line, json_float,
+                     load_module, pick_device, pytorch_default_precision, run_main, set_tf32, strict_fp32, to_device,
                      write_json_atomic)
 
 MAX_FIRST_MISMATCHES = 10
@@ -320,8 +319,7 @@ CONTENDERS = ("eager", "compile", "compile_tf32", "fusetune")
 
 
 def profile(model_path, new_path, seed, opts):
-    if PROFILE_DEVICE == "cuda" and not torch.cuda.is_available():
-        raise UserError("profile needs a CUDA device and none is available")
+    pick_device(PROFILE_DEVICE)
     module, new_module = load_pair(model_path, new_path)
     inputs = [to_device(x, PROFILE_DEVICE) for x in build_inputs(module, seed + 1)]
     gpu, l2 = _gpu_info()
@@ -358,8 +356,8 @@ def profile(model_path, new_path, seed, opts):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python3 -m fusetune_py.verify",
-                                description="Verify or time a generated ModelNew against Model.")
+    p = ArgumentParser(prog="python3 -m fusetune_py.verify",
+                       description="Verify or time a generated ModelNew against Model.")
     sub = p.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="check ModelNew's outputs against Model's")
     pr = sub.add_parser("profile", help="time Model (eager, compiled) and ModelNew")

@@ -227,9 +227,17 @@ def test_cuda_paths_refuse_without_cuda(cli, write_model, tmp_path):
     model, model_new = write_model(MODEL), new_model(write_model)
     args = ["--model", model, "--model-new", model_new, "--out", str(tmp_path / "o.json")]
     code, err = cli(verify.main, ["verify", *args])
-    assert code == 2 and err.startswith("error: no CUDA device is available")
+    assert code == 2 and err == "error: no CUDA device is available: this step needs an NVIDIA GPU\n"
     code, err = cli(verify.main, ["profile", *args])
-    assert code == 2 and err == "error: profile needs a CUDA device and none is available\n"
+    assert code == 2 and err == "error: no CUDA device is available: this step needs an NVIDIA GPU\n"
+
+
+def test_bad_helper_option_is_not_a_user_error(cli):
+    """The driver builds the helpers' options; a bad one is fusetune's bug, so the helper exits 1
+    (the driver then names the failed stage), not 2 (which says a user-error line was printed)."""
+    code, err = cli(verify.main, ["verify", "--model", "m.py"])
+    assert code == 1 and err.startswith("usage: python3 -m fusetune_py.verify verify"), err
+    assert "error: the following arguments are required: --model-new, --out" in err, err
 
 
 def test_summary_statistics():
