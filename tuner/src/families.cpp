@@ -66,7 +66,7 @@ const Family* family_anchoring(const std::string& op) {
 
 bool slot_dims_fit(const Group& g, const Layout& l) {
   if (l.sizes.size() <= (size_t)kMaxRank) return true;
-  if (g.family == "gemm" || g.family == "conv")
+  if (planner_family(g.family).reads_slot_dims())
     FT_THROW("group " + g.id + " has a slot of rank " + std::to_string(l.sizes.size()) + ", past KernelArgs' " +
              std::to_string(kMaxRank) + " dimensions, which its kernels read");
   return false;

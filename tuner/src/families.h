@@ -37,6 +37,10 @@ class Family {
     why = "not an anchor";
     return false;
   }
+  // Planner rule: whether the kernels of this family's groups read their slots' sizes and strides
+  // from KernelArgs (GEMM and convolution operands; at most kMaxRank dimensions, so a deeper slot
+  // there is an internal error). Other kernels have every offset as literals.
+  virtual bool reads_slot_dims() const { return false; }
   // The anchor's own elementwise part (e.g. addmm's beta * bias + alpha * product); x[0] is the product.
   virtual std::string anchor_expr(const Node& n, const ArgExpr& arg) const { return "x[0]"; }
   // The kernel instance, e.g. fusetune::gemm_kernel<64, 64, 8, 4, 4, fusetune_gen::g0_op>.
@@ -120,9 +124,8 @@ std::string half_operand_precision(const Group& g);
 bool gemm_tma_b_mn(const Group& g);
 
 // Whether slot layout l's sizes and strides go into KernelArgs (at most kMaxRank dimensions).
-// Only GEMM and convolution kernels read them (their operands have at most 5 dimensions; a deeper
-// slot there is an internal error); elementwise and row kernels have every offset as literals,
-// so their slots may have more dimensions (an einsum's broadcast products), left out of KernelArgs.
+// Only groups whose planner family reads_slot_dims need them; other slots may have more
+// dimensions (an einsum's broadcast products), left out of KernelArgs.
 bool slot_dims_fit(const Group& g, const Layout& l);
 
 }  // namespace fusetune

@@ -64,6 +64,7 @@ class CudnnFamily : public Family {
   explicit CudnnFamily(bool tf32) : tf32_(tf32) {}
   std::string name() const override { return tf32_ ? "cudnn_tf32" : "cudnn_fp32"; }
   std::string group_family() const override { return "conv"; }
+  bool reads_slot_dims() const override { return true; }
   bool anchors(const std::string& op) const override { return op == kConvolution; }
 
   bool plan_anchor(const Node& n, const std::vector<int64_t>& out_shape, const LayoutOf& layout_of, Group& g,

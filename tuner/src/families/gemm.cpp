@@ -27,6 +27,7 @@ bool as_batched(const Layout& l, bool column, Layout& out) {
 class Gemm : public Family {
  public:
   std::string name() const override { return "gemm"; }
+  bool reads_slot_dims() const override { return true; }
   bool anchors(const std::string& op) const override {
     return op == "aten.mm.default" || op == "aten.addmm.default" || op == "aten.bmm.default" ||
            op == "aten.baddbmm.default" || op == "aten.mv.default";
