@@ -305,7 +305,8 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
       fused_[n.name] = view;
       return;
     }
-    materialize(in);  // a transpose (or similar) of a fused value: write it, then view memory
+    // A transpose (or similar) of a fused value: write it, then view memory.
+    if (n.op != "aten.flip.default" || !materialize_flipped(n, in)) materialize(in);
   }
   const Layout& src = memory_.at(in);
   auto view = is_view ? apply_view(n, src, shape) : std::optional<Layout>(src);
@@ -774,16 +775,36 @@ int Planner::new_group(const std::string& family, const std::vector<int64_t>& sh
 }
 
 // Makes a fused value an output of its group so that later groups read it from memory.
-void Planner::materialize(const std::string& value) {
-  if (memory_.count(value)) return;
+// Output `name` of fused value `value`'s group, holding that value's elements.
+GroupOutput Planner::fused_output(const std::string& value, const std::string& name) {
   const Fused& f = fused_.at(value);
   check_float(value, nullptr, /*int64_ok=*/true);  // int64 and half values exist only in elementwise steps
   // A comparison's result (bool) is written as float 0 / 1, as the kernels hold it.
   const std::string dtype = g_.value(value).dtype == "bool" ? "float32" : g_.value(value).dtype;
-  groups_[f.group].group.outputs.push_back(GroupOutput{value, f.var, f.shape, dtype});
+  return GroupOutput{name, f.var, f.shape, dtype};
+}
+
+void Planner::materialize(const std::string& value) {
+  if (memory_.count(value)) return;
+  const Fused& f = fused_.at(value);
+  groups_[f.group].group.outputs.push_back(fused_output(value, value));
   memory_[value] = Layout::contiguous(value, f.shape);
   producer_[value] = f.group;
   fused_.erase(value);
+}
+
+bool Planner::materialize_flipped(const Node& n, const std::string& v) {
+  const Fused& f = fused_.at(v);
+  if (!is_row_group(f.group) || f.level != Level::Full || f.shape != groups_[f.group].row.domain) return false;
+  const auto flipped = apply_view(n, Layout::contiguous(n.name, f.shape), f.shape);
+  FT_CHECK(flipped.has_value(), "a flip without strides");
+  GroupOutput out = fused_output(v, n.name);
+  out.written_as = *flipped;
+  groups_[f.group].group.outputs.push_back(out);
+  memory_[v] = *flipped;
+  producer_[n.name] = producer_[v] = f.group;
+  fused_.erase(v);
+  return true;
 }
 
 // Value `value`, held in memory as the strided layout `src` that a view cannot reinterpret (or

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,7 @@ enum class Access { Operand, Full, Strided, Output };
 const char* access_name(Access a);
 
 struct Slot {
-  Layout layout;  // for outputs: contiguous over the output value
+  Layout layout;  // for outputs: contiguous over the output value, or a flip of it (written_as)
   Access access;
   std::string dtype = "float32";  // float32, or int64 (elementwise groups; a row group's arg indices)
 };
@@ -27,6 +28,10 @@ struct GroupOutput {
   std::string var;  // the C++ variable holding it inside Op::apply
   std::vector<int64_t> shape;
   std::string dtype = "float32";
+  // A row group's per-element value stored in another order: where each element of the group's
+  // domain goes in the output (a flip of the value, written by the group itself). Else the
+  // value is stored in the domain's order.
+  std::optional<Layout> written_as = std::nullopt;
 };
 
 // Bytes per element of a slot or output dtype.

@@ -138,8 +138,9 @@ class RowCodegen {
     gr_.out_slot = (int)gr_.slots.size();
     for (size_t o = 0; o < gr_.outputs.size(); ++o) {
       const GroupOutput& out = gr_.outputs[o];
-      // A Full value may have been viewed to another shape since: same elements, same order.
-      Layout l = Layout::contiguous(out.value, reduced_var(out.var) ? out.shape : row_.domain);
+      // A Full value may have been viewed to another shape since: same elements, same order
+      // (unless it is written flipped).
+      Layout l = out.written_as ? *out.written_as : Layout::contiguous(out.value, reduced_var(out.var) ? out.shape : row_.domain);
       if (reduced_var(out.var)) {
         auto view = row_to_domain(row_, l);
         if (!view) FT_USER_ERROR("group " + gr_.id + ": output " + out.value + " is not a row of the reduction");

@@ -169,6 +169,12 @@ class Planner {
 
   // Makes a fused value an output of its group so that later groups read it from memory.
   void materialize(const std::string& value);
+  // flip(v), node n, of a per-element value v of a row group: the group stores the flip's
+  // result itself, each element where the flip puts it, and v is that memory read through the
+  // same flip (a flip is its own inverse), instead of v stored and copied reversed. False (and
+  // nothing done) for a value that is not such a row value.
+  bool materialize_flipped(const Node& n, const std::string& v);
+  GroupOutput fused_output(const std::string& value, const std::string& name);
 
   // A strided layout that a view cannot reinterpret (or an output must not be) gets copied by an
   // elementwise group: value `value`, under its own name; or `name` with `shape`.

@@ -198,7 +198,8 @@ TEST(Compile, EveryReduceInstance) {
   // A sum over the last dimension (a stride-1 run) with an epilogue reading another input; a
   // minimum over a middle one (strided); a softmax (the online sum, an output per element); a
   // norm over a middle dimension with a per-channel weight and a second pass; a cumsum along the
-  // last dimension and a cumprod along a middle one with the chain after it.
+  // last dimension written flipped (a reversed run) and a cumprod along a middle one with the
+  // chain after it.
   Graph g = G().value("x", {5, 9, 7}, "input").value("c", {5, 9}, "input").value("w", {9, 1}, "parameter")
                 .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({2})}, {5, 9})
                 .node("t", "aten.add.Tensor", {G::ref("s"), G::ref("c")}, {5, 9})
@@ -216,9 +217,10 @@ TEST(Compile, EveryReduceInstance) {
                 .node("my", "aten.mean.dim", std::vector<json>{G::ref("yw"), json::array({1}), true}, {5, 1, 7})
                 .node("z", "aten.sub.Tensor", {G::ref("yw"), G::ref("my")}, {5, 9, 7})
                 .node("cs", "aten.cumsum.default", std::vector<json>{G::ref("c"), -1}, {5, 9})
+                .node("csr", "aten.flip.default", std::vector<json>{G::ref("cs"), json::array({1})}, {5, 9})
                 .node("cp", "aten.cumprod.default", std::vector<json>{G::ref("x"), 1}, {5, 9, 7})
                 .node("cy", "aten.mul.Tensor", {G::ref("cp"), G::ref("x")}, {5, 9, 7})
-                .build({"t", "m", "sm", "z", "cs", "cy"});
+                .build({"t", "m", "sm", "z", "csr", "cy"});
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 6u);
   const Compiler c(templates(), "sm_90", temp_dir("reduce"));

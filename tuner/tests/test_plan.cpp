@@ -1147,25 +1147,56 @@ TEST(Plan, RowsOfRunsMoveInVectors) {
 
 // A reversed cumsum as models write it (flip, cumsum, flip): the scan reads x through a negative
 // stride from each row's last element, element by element (a reversed run is no vector), and
-// the flip of its result is a copy.
-TEST(Plan, ReversedScanReadsThroughANegativeStride) {
+// writes the flip of its result the same way, so no copy reverses it.
+TEST(Plan, ReversedScanReadsAndWritesThroughANegativeStride) {
   Graph g = G().value("x", {3, 8}, "input")
                 .node("f", "aten.flip.default", std::vector<json>{G::ref("x"), json::array({-1})}, {3, 8})
                 .node("c", "aten.cumsum.default", std::vector<json>{G::ref("f"), 1}, {3, 8})
                 .node("r", "aten.flip.default", std::vector<json>{G::ref("c"), json::array({1})}, {3, 8})
                 .build({"r"});
   const Plan p = plan_graph(g);
-  ASSERT_EQ(p.groups.size(), 2u);
+  ASSERT_EQ(p.groups.size(), 1u);
   const Group& scan = p.groups[0];
   EXPECT_EQ(scan.family, "reduce");
   EXPECT_EQ(scan.slots[0].layout.strides, (std::vector<int64_t>{8, -1}));
   EXPECT_EQ(scan.slots[0].layout.offset, 7);
+  ASSERT_EQ(scan.outputs.size(), 1u);
+  EXPECT_EQ(scan.outputs[0].value, "r");
+  EXPECT_EQ(scan.outputs[0].shape, (std::vector<int64_t>{3, 8}));
+  const Slot& out = scan.slots.at(scan.out_slot);
+  EXPECT_EQ(out.layout.base, "r");
+  EXPECT_EQ(out.layout.strides, (std::vector<int64_t>{8, -1}));
+  EXPECT_EQ(out.layout.offset, 7);
   const std::string& op = scan.op_struct;
   EXPECT_NE(op.find("kOneRun = false;"), std::string::npos) << op;
   EXPECT_NE(op.find("kVec = 1;"), std::string::npos) << op;
   EXPECT_NE(op.find("if (s == 0) return ((long long)(unsigned)r * -1);"), std::string::npos) << op;
-  EXPECT_EQ(p.groups[1].family, "elementwise");
-  EXPECT_EQ(p.groups[1].slots[0].layout.strides, (std::vector<int64_t>{8, -1}));
+  EXPECT_NE(op.find("if (s == 1) return ((long long)(unsigned)r * -1);"), std::string::npos) << op;
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"r"}));
+}
+
+// A flip of a row group's result along a kept dimension, with the unflipped result returned too:
+// the group writes the flip, and the result itself (that memory read flipped back) is a copy.
+TEST(Plan, FlippedRowResultAlsoReturnedIsCopiedBack) {
+  Graph g = G().value("x", {3, 8}, "input")
+                .node("c", "aten.cumprod.default", std::vector<json>{G::ref("x"), 1}, {3, 8})
+                .node("r", "aten.flip.default", std::vector<json>{G::ref("c"), json::array({0})}, {3, 8})
+                .node("s", "aten.mul.Tensor", {G::ref("r"), 2.0}, {3, 8})
+                .build({"s", "c"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 3u);
+  const Group& scan = p.groups[0];
+  ASSERT_EQ(scan.outputs.size(), 1u);
+  EXPECT_EQ(scan.outputs[0].value, "r");
+  const Slot& out = scan.slots.at(scan.out_slot);
+  EXPECT_EQ(out.layout.strides, (std::vector<int64_t>{-8, 1}));
+  EXPECT_EQ(out.layout.offset, 16);
+  EXPECT_EQ(p.groups[1].family, "elementwise");  // s = r * 2, reading r in order
+  EXPECT_EQ(p.groups[1].slots[0].layout, Layout::contiguous("r", {3, 8}));
+  EXPECT_EQ(p.groups[2].ops, (std::vector<std::string>{"copy"}));  // c, r read flipped back
+  EXPECT_EQ(p.groups[2].slots[0].layout.strides, (std::vector<int64_t>{-8, 1}));
+  EXPECT_EQ(p.groups[2].slots[0].layout.offset, 16);
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"s", "c"}));
 }
 
 // The cluster kernels' launch: a cluster per row; the shared-memory one gives each block its
