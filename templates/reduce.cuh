@@ -165,22 +165,37 @@ __device__ __forceinline__ void block_exclusive_scan(float (&v)[kScanSlots<Op>],
   }
 }
 
-// Slot s's elements: float32 (Op::slot_kind 0), or float16 (1) / bfloat16 (2) outputs, stored
-// rounding (inputs are float32: the planner converts half tensors before a row group reads them).
-// Ops without half slots (Op::kHalfSlots false) take the float32 code alone.
+// Slot s's elements: float32 (Op::slot_kind 0), float16 (1) / bfloat16 (2) inputs converted as
+// they load and outputs stored rounding, or bool (3: one byte, 0 or 1) inputs.
+// Ops without such slots (Op::kTypedSlots false) take the float32 code alone.
 template <class Op> __device__ __forceinline__ unsigned long long slot_bytes(int s) {
-  if constexpr (Op::kHalfSlots)
-    return Op::slot_kind(s) == 0 ? sizeof(float) : sizeof(unsigned short);
+  if constexpr (Op::kTypedSlots)
+    return Op::slot_kind(s) == 0 ? sizeof(float) : Op::slot_kind(s) == 3 ? 1 : sizeof(unsigned short);
   else
     return sizeof(float);
 }
 
-// Element `off` of slot s from its row pointer p (a float* that points at a half element where
-// the slot holds halves).
+// Element `off` of slot s from its row pointer p (a float* that points at a half or bool element
+// where the slot holds those).
 template <class Op> __device__ __forceinline__ float* slot_at(float* p, int s, long long off) {
-  if constexpr (Op::kHalfSlots)
+  if constexpr (Op::kTypedSlots) {
+    if (Op::slot_kind(s) == 3) return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(p) + off);
     if (Op::slot_kind(s) != 0) return reinterpret_cast<float*>(reinterpret_cast<unsigned short*>(p) + off);
+  }
   return p + off;
+}
+
+// V bools (bytes 0 / 1) from q as floats: one vector of V bytes (q aligned to it), or q[0]
+// repeated where `same`.
+template <int V> __device__ __forceinline__ void load_bools(const unsigned char* q, bool same, float (&v)[V]) {
+  static_assert(V == 1 || V == 2 || V == 4, "vectors of 1, 2 or 4 elements");
+  unsigned w = q[0];
+  if (!same) {
+    if constexpr (V == 2) w = *reinterpret_cast<const unsigned short*>(q);
+    if constexpr (V == 4) w = *reinterpret_cast<const unsigned*>(q);
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) v[j] = (float)(same ? w : (w >> 8 * j) & 0xffu);
 }
 
 // V elements of slot s from element `off` of its row p (slot_at: typed), converted to floats:
@@ -188,8 +203,10 @@ template <class Op> __device__ __forceinline__ float* slot_at(float* p, int s, l
 template <class Op, int V>
 __device__ __forceinline__ void load_elems(const float* p, int s, long long off, bool same, float (&v)[V]) {
   int kind = 0;
-  if constexpr (Op::kHalfSlots) kind = Op::slot_kind(s);
-  if (V == 1 || same) {
+  if constexpr (Op::kTypedSlots) kind = Op::slot_kind(s);
+  if (kind == 3) {
+    load_bools<V>(reinterpret_cast<const unsigned char*>(p) + off, same, v);
+  } else if (V == 1 || same) {
     const float f = kind ? half_to_float(reinterpret_cast<const unsigned short*>(p)[off], kind) : p[off];
 #pragma unroll
     for (int j = 0; j < V; ++j) v[j] = f;
@@ -205,7 +222,7 @@ __device__ __forceinline__ void load_elems(const float* p, int s, long long off,
 template <class Op, int V>
 __device__ __forceinline__ bool store_half(float* p, int s, long long off, const float (&v)[V]) {
   const int kind = Op::slot_kind(s);
-  if (kind == 0) return false;
+  if (kind != 1 && kind != 2) return false;
   store_halves<V>(reinterpret_cast<unsigned short*>(p) + off, kind, v);
   return true;
 }
@@ -285,7 +302,7 @@ template <class Op> struct Row {
     }
 #pragma unroll
     for (int o = 0; o < Op::kFullOut; ++o) {
-      if constexpr (Op::kHalfSlots) {
+      if constexpr (Op::kTypedSlots) {
         const int s = Op::full_out_slot(o);
         if (store_half<Op, V>(p[s], s, Op::elem_offset(s, e), y[o])) continue;
       }
@@ -610,13 +627,13 @@ template <class Op, int R> struct Rows {
       const int s = Op::full_out_slot(o);
       const long long off = Op::elem_offset(s, e);
       if (vec) {
-        if constexpr (Op::kHalfSlots)
+        if constexpr (Op::kTypedSlots)
           if (store_half<Op, R>(row[0].p[s], s, off, y[o])) continue;
         store_vec<R>(row[0].p[s] + off, y[o]);
       } else {
 #pragma unroll
         for (int j = 0; j < R; ++j) {
-          if constexpr (Op::kHalfSlots) {
+          if constexpr (Op::kTypedSlots) {
             const float one[1] = {y[o][j]};
             if (store_half<Op, 1>(row[j].p[s], s, off, one)) continue;
           }

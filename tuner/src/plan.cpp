@@ -503,18 +503,23 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   check_result(n, out);
   const auto operands = computed_operands(n);
   int target = -1, latest_producer = -1;
-  bool reads_index = false;
+  bool reads_index = false, loads_int64 = false;
   for (const auto& [pos, v] : operands) {
-    if (index_values_.count(v)) reads_index = true;  // inlined: in no group, read from no memory
-    else if (auto it = fused_.find(v); it != fused_.end()) target = std::max(target, it->second.group);
-    else latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
+    if (index_values_.count(v)) {
+      reads_index = true;  // inlined: in no group, read from no memory
+    } else if (auto it = fused_.find(v); it != fused_.end()) {
+      target = std::max(target, it->second.group);
+    } else {
+      latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
+      loads_int64 |= memory_dtype(memory_.at(v).base) == "int64";
+    }
   }
   const bool int64 = out.dtype == "int64";
   // A kernel never reads memory that it writes itself: operands must come from earlier groups.
   if (target >= 0 && is_row_group(target)) {
-    // Row groups load float32 and half values, and store float32 or half ones (a rounding of the
-    // model's) per element or per row (and int64 indices per row).
-    if (!int64 && !reads_index && target > latest_producer &&
+    // Row groups load float32, half and bool values, and store float32 or half ones (a rounding
+    // of the model's) per element or per row (and int64 indices per row).
+    if (!int64 && !reads_index && !loads_int64 && target > latest_producer &&
         join_row(target, n, out, operands))
       return;
     target = -1;  // a new group, reading the row group's values from memory
@@ -552,8 +557,9 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
       continue;
     }
     if (it != fused_.end()) materialize(v);
-    // Half memory as it is: elementwise and GEMM epilogues load it converting, row kernels too.
-    auto aligned = broadcast_to(operand(v, n, /*int64_ok=*/per_row == nullptr, /*half_ok=*/true), shape);
+    // Half memory as it is: elementwise and GEMM epilogues load it converting, row kernels too
+    // (and bool memory, per element or per row; add_elementwise keeps int64 out of row groups).
+    auto aligned = broadcast_to(operand(v, n, /*int64_ok=*/true, /*half_ok=*/true), shape);
     if (aligned && per_row) aligned = row_to_domain(*per_row, *aligned);
     if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
     step.loaded_operands[v] = *aligned;

@@ -359,8 +359,9 @@ class RowCodegen {
       partners.push_back(s.partner);
     }
     for (int o : full_outs_) full_slots.push_back(gr_.out_slot + o);
-    std::vector<int> slot_kinds;  // reduce.cuh's Op::slot_kind: 0 float32 (int64 too: not through p), 1 float16, 2 bfloat16
-    for (const Slot& slot : gr_.slots) slot_kinds.push_back(half_kind(slot.dtype));
+    // reduce.cuh's Op::slot_kind: 0 float32 (int64 too: not through p), 1 float16, 2 bfloat16, 3 bool.
+    std::vector<int> slot_kinds;
+    for (const Slot& slot : gr_.slots) slot_kinds.push_back(slot.dtype == "bool" ? 3 : half_kind(slot.dtype));
     const std::string values = values_fn(), after = after_fn(), out = scan_values_fn() + out_fn(), store = store_reduced_fn();
     auto c = [](const char* name, int64_t v) { return "  static constexpr int " + std::string(name) + " = " + std::to_string(v) + ";\n"; };
     return "namespace fusetune_gen {\nstruct " + gr_.id + "_op {\n" +
@@ -369,7 +370,7 @@ class RowCodegen {
            c("kFullOut", (int64_t)full_outs_.size()) + c("kScans", (int64_t)row_.scans.size()) +
            table_fn("stat_kind", kinds) + table_fn("stat_pass", passes) + table_fn("scan_kind", scans) +
            table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) +
-           "  static constexpr bool kHalfSlots = " +
+           "  static constexpr bool kTypedSlots = " +
            (std::any_of(slot_kinds.begin(), slot_kinds.end(), [](int k) { return k != 0; }) ? "true" : "false") + ";\n" +
            table_fn("slot_kind", slot_kinds) + offsets_fn(kept) + values + after + out + store +
            "};\n}  // namespace fusetune_gen\n";

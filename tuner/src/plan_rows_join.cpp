@@ -117,10 +117,10 @@ int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, co
   for (const std::string& node : b.group.nodes)
     if (!g_.values.count(node) || g_.value(node).shape != shape) return -1;
   for (const Step& s : b.steps)
-    if (s.pool || !s.node || s.gather_extent > 0 || !s.cat.empty() || !s.pad_inside.empty())
-      return -1;  // read by window, copied, gathered, concatenated or padded: not an element of the row
+    if (s.pool || !s.node || s.gather_extent > 0 || !s.cat.empty() || !s.pad_inside.empty() || s.int64)
+      return -1;  // read by window, copied, gathered, concatenated or padded, or int64: not a float of the row
   for (const auto& [v, dtype] : b.typed_values)
-    if (!is_half(dtype)) return -1;  // row kernels load float32 and half memory only
+    if (!is_half(dtype) && dtype != "bool") return -1;  // row kernels load float32, half and bool memory only
   b.group.family = "reduce";
   b.row.domain = shape;
   b.row.reduced = reduced;
@@ -140,7 +140,9 @@ int Planner::rows_over(const Node& n, const std::string& v, const std::vector<bo
     }
     materialize(v);
   }
-  const Layout& l = operand(v, n, /*int64_ok=*/false, /*half_ok=*/true);  // row kernels load half converting
+  // Row kernels load float32, half and bool memory (converting), no int64.
+  const bool bytes = memory_.count(v) && memory_dtype(memory_.at(v).base) == "bool";
+  const Layout& l = operand(v, n, /*int64_ok=*/bytes, /*half_ok=*/true);
   const int last = (int)groups_.size() - 1;
   const bool join_last = last > producer_.at(l.base) && is_row_group(last) && groups_[last].row.domain == shape &&
                          groups_[last].row.reduced == reduced;

@@ -195,13 +195,15 @@ TEST(Compile, EveryTmaGemmInstance) {
 }
 
 TEST(Compile, EveryReduceInstance) {
-  // A sum over the last dimension (a stride-1 run) with an epilogue reading another input; a
-  // minimum over a middle one (strided); a softmax (the online sum, an output per element); a
-  // norm over a middle dimension with a per-channel weight and a second pass; a cumsum along the
-  // last dimension written flipped (a reversed run) and a cumprod along a middle one with the
-  // chain after it.
+  // A sum over the last dimension (a stride-1 run) of an input masked by a bool one (bytes loaded
+  // as vectors) with an epilogue reading another input; a minimum over a middle one (strided); a
+  // softmax (the online sum, an output per element); a norm over a middle dimension with a
+  // per-channel weight and a second pass; a cumsum along the last dimension written flipped (a
+  // reversed run) and a cumprod along a middle one with the chain after it reading the mask.
   Graph g = G().value("x", {5, 9, 7}, "input").value("c", {5, 9}, "input").value("w", {9, 1}, "parameter")
-                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({2})}, {5, 9})
+                .value("mk", {5, 9, 7}, "input", "bool")
+                .node("xm", "aten.mul.Tensor", {G::ref("x"), G::ref("mk")}, {5, 9, 7})
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("xm"), json::array({2})}, {5, 9})
                 .node("t", "aten.add.Tensor", {G::ref("s"), G::ref("c")}, {5, 9})
                 .node("m", "aten.amin.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {5, 1, 7})
                 .node("mx", "aten.amax.default", std::vector<json>{G::ref("c"), json::array({1}), true}, {5, 1})
@@ -219,7 +221,7 @@ TEST(Compile, EveryReduceInstance) {
                 .node("cs", "aten.cumsum.default", std::vector<json>{G::ref("c"), -1}, {5, 9})
                 .node("csr", "aten.flip.default", std::vector<json>{G::ref("cs"), json::array({1})}, {5, 9})
                 .node("cp", "aten.cumprod.default", std::vector<json>{G::ref("x"), 1}, {5, 9, 7})
-                .node("cy", "aten.mul.Tensor", {G::ref("cp"), G::ref("x")}, {5, 9, 7})
+                .node("cy", "aten.mul.Tensor", {G::ref("cp"), G::ref("mk")}, {5, 9, 7})
                 .build({"t", "m", "sm", "z", "csr", "cy"});
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 6u);

@@ -460,7 +460,7 @@ TEST(Plan, HalfValuesOfARowGroupAreStoredByIt) {
   for (const Slot& sl : rows.slots)
     if (sl.access != Access::Output) inputs[sl.layout.base] = sl.dtype;
   EXPECT_EQ(inputs, (std::map<std::string, std::string>{{"x", "bfloat16"}, {"y", "float16"}}));
-  EXPECT_NE(rows.op_struct.find("kHalfSlots = true;"), std::string::npos) << rows.op_struct;
+  EXPECT_NE(rows.op_struct.find("kTypedSlots = true;"), std::string::npos) << rows.op_struct;
 }
 
 // Per element: a normalized row rounded to bfloat16 (softmax in a bfloat16 model) is the row
@@ -1568,8 +1568,9 @@ TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
 }
 
 // A bool mask the model is given is read one byte per element, as 0 / 1 like a comparison's
-// result; a copy of it (a view strides cannot express) is written as float 0 / 1, as kernels
-// write every bool; row kernels, which load floats only, read the masked product from memory.
+// result, by elementwise and row kernels alike (the masked product fuses into the scan's loads,
+// reduce.cuh's slot kind 3); a copy of it (a view strides cannot express) is written as float
+// 0 / 1, as kernels write every bool.
 TEST(Plan, BoolInputsAreReadAsBytes) {
   G b;
   b.value("x", {4, 6}, "input").value("mask", {4, 6}, "input", "bool").value("y", {24}, "input");
@@ -1579,16 +1580,46 @@ TEST(Plan, BoolInputsAreReadAsBytes) {
   b.node("v", "aten.view.default", {G::ref("t"), json::array({24})}, {24}).values_dtype("v", "bool");
   b.node("w", "aten.where.self", {G::ref("v"), G::ref("y"), 0.0}, {24});
   const Plan p = plan_graph(b.build({"c", "w"}));
-  ASSERT_EQ(p.groups.size(), 4u);
-  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"m"}));
-  EXPECT_EQ(p.groups[0].slots.at(1).dtype, "bool");
-  EXPECT_NE(p.groups[0].op_struct.find("(x[0] * (float)reinterpret_cast<const unsigned char*>(a.ptr[1])[((long long)(unsigned)idx)])"),
-            std::string::npos)
-      << p.groups[0].op_struct;
-  EXPECT_EQ(p.groups[1].family, "reduce");
-  EXPECT_EQ(p.groups[2].nodes, (std::vector<std::string>{"t"}));  // the copy, read through the view
-  EXPECT_EQ(p.groups[2].outputs.at(0).dtype, "float32");
-  EXPECT_NE(p.groups[3].op_struct.find("(x[0] != 0.f ? x[1] : 0.0f)"), std::string::npos) << p.groups[3].op_struct;
+  ASSERT_EQ(p.groups.size(), 3u);
+  const Group& scan = p.groups[0];
+  EXPECT_EQ(scan.family, "reduce");
+  EXPECT_EQ(scan.nodes, (std::vector<std::string>{"m", "c"}));
+  EXPECT_EQ(scan.slots.at(0).layout.base, "mask");
+  EXPECT_EQ(scan.slots.at(0).dtype, "bool");
+  EXPECT_NE(scan.op_struct.find("kTypedSlots = true;"), std::string::npos) << scan.op_struct;
+  EXPECT_NE(scan.op_struct.find("slot_kind(int i) { return i == 0 ? 3 : i == 1 ? 0 : i == 2 ? 0 : -1; }"), std::string::npos)
+      << scan.op_struct;
+  EXPECT_NE(scan.op_struct.find("(x[1] * x[0])"), std::string::npos) << scan.op_struct;
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"t"}));  // the copy, read through the view
+  EXPECT_EQ(p.groups[1].outputs.at(0).dtype, "float32");
+  EXPECT_NE(p.groups[2].op_struct.find("(x[0] != 0.f ? x[1] : 0.0f)"), std::string::npos) << p.groups[2].op_struct;
+}
+
+// A row group reads a bool per row as a byte too (a per-row mask after a reduction), and a bool
+// tensor reduced itself (mask.float(), a view of the bytes), but no int64 tensor: an int64
+// operand starts an elementwise group reading the row group's result.
+TEST(Plan, RowGroupsReadBoolButNotInt64) {
+  G b;
+  b.value("x", {4, 6}, "input").value("keep", {4}, "input", "bool").value("n", {4, 6}, "input", "int64");
+  b.value("mask", {4, 6}, "input", "bool");
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {4});
+  b.node("k", "aten.mul.Tensor", {G::ref("s"), G::ref("keep")}, {4});
+  b.node("f", "aten._to_copy.default", {G::ref("mask")}, {4, 6}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("fs", "aten.sum.dim_IntList", std::vector<json>{G::ref("f"), json::array({1})}, {4});
+  b.node("c", "aten.cumsum.default", {G::ref("x"), 1}, {4, 6});
+  b.node("d", "aten.mul.Tensor", {G::ref("c"), G::ref("n")}, {4, 6});
+  const Plan p = plan_graph(b.build({"k", "fs", "d"}));
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& rows = p.groups[0];
+  EXPECT_EQ(rows.nodes, (std::vector<std::string>{"s", "k", "fs", "c"}));
+  EXPECT_EQ(rows.slots.at(1).layout.base, "keep");
+  EXPECT_EQ(rows.slots.at(1).dtype, "bool");
+  EXPECT_EQ(rows.slots.at(2).layout.base, "mask");
+  EXPECT_EQ(rows.slots.at(2).dtype, "bool");
+  EXPECT_NE(rows.op_struct.find("(float)reinterpret_cast<const unsigned char*>(p[1])[0]"), std::string::npos) << rows.op_struct;
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"d"}));
+  EXPECT_EQ(p.groups[1].slots.at(1).dtype, "int64");
 }
 
 // Independent chains over as many elements share a kernel only while its tensors fit: a network
