@@ -131,6 +131,7 @@ class Planner {
   // known per element in the final pass only (so no reduction of the same group can read it).
   void add_scan(const Node& n, const ValueInfo& out);
 
+  // A reduction over size-1 dimensions only (an argmax or argmin aside) is a reshape of its input.
   void add_reduction(const Node& n, const ValueInfo& out);
 
   // sum(exp(a - s)) where an earlier statistic is amax(a) over the same rows and s is known when

@@ -1213,6 +1213,24 @@ TEST(Plan, ClusterLaunchSizesItsSharedMemory) {
   EXPECT_EQ(reduce_cluster_smem_launch(2, 256, 3, 10000000, 4).shared_bytes, 204800u);  // capped
 }
 
+// A reduction over size-1 dimensions only is its input reshaped (a model's max, mean and
+// logsumexp after a sum with keepdim): no group of its own, the chain after it fused where the
+// input is; an argmax over one is still a reduction (its result is an index).
+TEST(Plan, ReductionOverSizeOneDimensionsIsAReshape) {
+  Graph g = G().value("x", {4, 6}, "input")
+                .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+                .node("m", "aten.amax.default", std::vector<json>{G::ref("s"), json::array({1})}, {4})
+                .node("e", "aten.exp.default", {G::ref("m")}, {4})
+                .node("a", "aten.argmax.default", std::vector<json>{G::ref("s"), 1}, {4})
+                .values_dtype("a", "int64")
+                .build({"e", "a"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"aten.sum.dim_IntList", "aten.exp.default"}));
+  EXPECT_EQ(p.groups[1].ops, (std::vector<std::string>{"aten.argmax.default"}));
+  EXPECT_EQ(p.groups[1].slots.at(0).layout.base, "s");
+}
+
 // prod over one dimension (prod.dim_int takes a single int) is a statistic of its own kind.
 TEST(Plan, ProdOverOneDimension) {
   Graph g = G().value("x", {4, 6}, "input")
