@@ -227,6 +227,13 @@ std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vec
   return r;
 }
 
+std::optional<Layout> reshape(const Layout& in, const std::vector<int64_t>& shape) {
+  if (Layout::contiguous("", shape).numel() != in.numel()) return std::nullopt;
+  auto strides = view_strides(in.sizes, in.strides, shape);
+  if (!strides) return std::nullopt;
+  return Layout{in.base, shape, *strides, in.offset};
+}
+
 std::optional<Layout> broadcast_to(const Layout& in, const std::vector<int64_t>& shape) {
   if (in.sizes.size() > shape.size()) return std::nullopt;
   Layout r{in.base, shape, std::vector<int64_t>(shape.size(), 0), in.offset};

@@ -31,6 +31,10 @@ bool is_identity_op(const std::string& op);  // clone, alias, _to_copy to float3
 // the same memory (e.g. a reshape of a transposed tensor).
 std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vector<int64_t>& out_shape);
 
+// The same elements, in row-major order, viewed as `shape` (a reshape); empty where strides
+// cannot express it.
+std::optional<Layout> reshape(const Layout& in, const std::vector<int64_t>& shape);
+
 // Aligns `in` to `shape` by broadcasting (right-aligned; stride 0 where it repeats).
 std::optional<Layout> broadcast_to(const Layout& in, const std::vector<int64_t>& shape);
 

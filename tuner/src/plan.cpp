@@ -561,6 +561,10 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
     // (and bool memory, per element or per row; add_elementwise keeps int64 out of row groups).
     auto aligned = broadcast_to(operand(v, n, /*int64_ok=*/true, /*half_ok=*/true), shape);
     if (aligned && per_row) aligned = row_to_domain(*per_row, *aligned);
+    // A row group's result per element in another shape than the domain (join_row): the same
+    // elements over the domain.
+    if (aligned && !per_row && is_row_group(gi) && shape != groups_[gi].row.domain)
+      aligned = reshape(*aligned, groups_[gi].row.domain);
     if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
     step.loaded_operands[v] = *aligned;
   }

@@ -58,14 +58,26 @@ bool Planner::is_row_shape(int gi, const std::vector<int64_t>& shape) const {
   return without_unit_dims(shape) == without_unit_dims(groups_[gi].row.kept());
 }
 
+namespace {
+
+// Whether a value of shape `from` broadcast to `to` gives each element of `to` the element at the
+// same row-major position: the same elements in the same order, perhaps viewed with other size-1
+// dimensions.
+bool same_order(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  auto l = broadcast_to(Layout::contiguous("", from), to);
+  return l && Layout{"", l->sizes, l->strides, 0}.is_contiguous() && l->numel() == numel_of(from);
+}
+
+}  // namespace
+
 // Whether a fused value of group gi, broadcast to the domain, holds the right element for
 // every domain element: a Full value must have the domain's own order, a Reduced one must
 // vary along the kept dimensions only, in row order.
 bool Planner::fits_domain(int gi, const Fused& f) const {
   const RowInfo& r = groups_[gi].row;
+  if (f.level == Level::Full) return same_order(f.shape, r.domain);
   auto l = broadcast_to(Layout::contiguous("", f.shape), r.domain);
   if (!l) return false;
-  if (f.level == Level::Full) return Layout{"", l->sizes, l->strides, 0}.is_contiguous() && l->numel() == numel_of(f.shape);
   std::vector<int64_t> kept_sizes, kept_strides;
   for (size_t d = 0; d < r.domain.size(); ++d) {
     if (r.reduced[d] && r.domain[d] != 1 && l->strides[d] != 0) return false;
@@ -75,7 +87,9 @@ bool Planner::fits_domain(int gi, const Fused& f) const {
 }
 
 // Joins elementwise node n to row group gi when its result is per domain element or per row;
-// false when it cannot (the caller then starts a new group).
+// false when it cannot (the caller then starts a new group). A result per domain element may
+// have another shape (a GroupNorm's groups viewed back to channels): every operand of the group
+// then holds its elements in that shape's order, and the loaded ones view the domain that way.
 bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::vector<std::pair<size_t, std::string>>& operands) {
   bool any_full = false;
   int phase = 0;
@@ -86,14 +100,24 @@ bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::v
     phase = std::max(phase, it->second.phase);
   }
   const RowInfo& r = groups_[gi].row;
+  const bool reshaped = out.shape != r.domain && any_full && numel_of(out.shape) == numel_of(r.domain);
   Level level;
   if (!any_full && is_row_shape(gi, out.shape)) level = Level::Reduced;
-  else if (out.shape == r.domain) level = Level::Full;
+  else if (out.shape == r.domain || reshaped) level = Level::Full;
   else return false;
   for (const auto& [pos, v] : operands) {
     auto it = fused_.find(v);
-    if (it == fused_.end() || it->second.group != gi) continue;
-    const bool fits = level == Level::Full ? fits_domain(gi, it->second) : is_row_shape(gi, it->second.shape);
+    if (it == fused_.end() || it->second.group != gi) {
+      if (!reshaped) continue;
+      // Loaded: its view over the result must be one over the domain too.
+      const Layout l = memory_.count(v) ? memory_.at(v) : Layout::contiguous(v, fused_.at(v).shape);
+      auto aligned = broadcast_to(l, out.shape);
+      if (aligned && !reshape(*aligned, r.domain)) return false;
+      continue;
+    }
+    const Fused& f = it->second;
+    const bool fits = reshaped ? f.level == Level::Full && same_order(f.shape, out.shape)
+                      : level == Level::Full ? fits_domain(gi, f) : is_row_shape(gi, f.shape);
     if (!fits) return false;
   }
   Step step{&n, level == Level::Full ? next_var() : next_row_var(gi), false, {}, {}};

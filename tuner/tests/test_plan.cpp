@@ -1243,6 +1243,49 @@ TEST(Plan, ProdOverOneDimension) {
       << p.groups[0].op_struct;
 }
 
+// A norm over groups of channels viewed back to channels (GroupNorm as models follow it with
+// their own ops): the ops after the view stay in the row group, each loaded tensor viewed over the
+// [rows, groups, channels per group] domain (w per channel: strides 0, 3, 1).
+TEST(Plan, RowResultViewedToAnotherShapeKeepsItsChain) {
+  Graph g = G().value("x", {4, 6}, "input").value("w", {6}, "parameter")
+                .node("v", "aten.view.default", std::vector<json>{G::ref("x"), json::array({4, 2, 3})}, {4, 2, 3})
+                .node("m", "aten.mean.dim", std::vector<json>{G::ref("v"), json::array({2}), true}, {4, 2, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("v"), G::ref("m")}, {4, 2, 3})
+                .node("b", "aten.view.default", std::vector<json>{G::ref("d"), json::array({4, 6})}, {4, 6})
+                .node("y", "aten.mul.Tensor", {G::ref("b"), G::ref("w")}, {4, 6})
+                .node("s", "aten.sigmoid.default", {G::ref("y")}, {4, 6})
+                .build({"s"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& rows = p.groups[0];
+  EXPECT_EQ(rows.ops, (std::vector<std::string>{"aten.mean.dim", "aten.sub.Tensor", "aten.mul.Tensor", "aten.sigmoid.default"}));
+  bool found = false;
+  for (const Slot& sl : rows.slots)
+    if (sl.layout.base == "w") {
+      found = true;
+      EXPECT_EQ(sl.layout.strides, (std::vector<int64_t>{0, 3, 1}));
+    }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(rows.outputs.at(0).value, "s");
+}
+
+// A result per element in another shape that a loaded tensor cannot view the domain in (a
+// transpose whose two dimensions the domain merges) starts an elementwise group instead.
+TEST(Plan, RowResultViewedWhereALoadCannotFollowStartsAGroup) {
+  Graph g = G().value("x", {4, 6}, "input").value("t", {4, 3, 2}, "input")
+                .node("m", "aten.amax.default", std::vector<json>{G::ref("x"), json::array({1}), true}, {4, 1})
+                .node("d", "aten.sub.Tensor", {G::ref("x"), G::ref("m")}, {4, 6})
+                .node("b", "aten.view.default", std::vector<json>{G::ref("d"), json::array({4, 2, 3})}, {4, 2, 3})
+                .node("tt", "aten.permute.default", std::vector<json>{G::ref("t"), json::array({0, 2, 1})}, {4, 2, 3})
+                .node("y", "aten.mul.Tensor", {G::ref("b"), G::ref("tt")}, {4, 2, 3})
+                .build({"y"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].ops, (std::vector<std::string>{"aten.amax.default", "aten.sub.Tensor"}));
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(p.groups[1].ops, (std::vector<std::string>{"aten.mul.Tensor"}));
+}
+
 // cumsum: a row group along the scanned dimension, the chains before and after it fused; the
 // scanned value exists in the final pass only, so a reduction of it starts a new group.
 TEST(Plan, CumsumIsARowGroupWithAScan) {
