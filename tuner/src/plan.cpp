@@ -509,6 +509,8 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
       reads_index = true;  // inlined: in no group, read from no memory
     } else if (auto it = fused_.find(v); it != fused_.end()) {
       target = std::max(target, it->second.group);
+      // Written out for a row group to load (a row group's own int64 indices are floats there).
+      loads_int64 |= !is_row_group(it->second.group) && g_.value(v).dtype == "int64";
     } else {
       latest_producer = std::max(latest_producer, producer_.at(memory_.at(v).base));
       loads_int64 |= memory_dtype(memory_.at(v).base) == "int64";
@@ -784,7 +786,6 @@ int Planner::new_group(const std::string& family, const std::vector<int64_t>& sh
   return (int)groups_.size() - 1;
 }
 
-// Makes a fused value an output of its group so that later groups read it from memory.
 // Output `name` of fused value `value`'s group, holding that value's elements.
 GroupOutput Planner::fused_output(const std::string& value, const std::string& name) {
   const Fused& f = fused_.at(value);
@@ -794,6 +795,7 @@ GroupOutput Planner::fused_output(const std::string& value, const std::string& n
   return GroupOutput{name, f.var, f.shape, dtype};
 }
 
+// Makes a fused value an output of its group so that later groups read it from memory.
 void Planner::materialize(const std::string& value) {
   if (memory_.count(value)) return;
   const Fused& f = fused_.at(value);

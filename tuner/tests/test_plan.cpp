@@ -1658,29 +1658,36 @@ TEST(Plan, BoolInputsAreReadAsBytes) {
 
 // A row group reads a bool per row as a byte too (a per-row mask after a reduction), and a bool
 // tensor reduced itself (mask.float(), a view of the bytes), but no int64 tensor: an int64
-// operand starts an elementwise group reading the row group's result.
+// operand, in memory or computed by an earlier elementwise group, starts an elementwise group
+// reading the row group's result.
 TEST(Plan, RowGroupsReadBoolButNotInt64) {
   G b;
   b.value("x", {4, 6}, "input").value("keep", {4}, "input", "bool").value("n", {4, 6}, "input", "int64");
   b.value("mask", {4, 6}, "input", "bool");
+  b.node("i", "aten.add.Tensor", {G::ref("n"), 1}, {4, 6}).values_dtype("i", "int64");
   b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("x"), json::array({1})}, {4});
   b.node("k", "aten.mul.Tensor", {G::ref("s"), G::ref("keep")}, {4});
   b.node("f", "aten._to_copy.default", {G::ref("mask")}, {4, 6}, json{{"dtype", {{"dtype", "float32"}}}});
   b.node("fs", "aten.sum.dim_IntList", std::vector<json>{G::ref("f"), json::array({1})}, {4});
   b.node("c", "aten.cumsum.default", {G::ref("x"), 1}, {4, 6});
+  b.node("e", "aten.mul.Tensor", {G::ref("c"), G::ref("i")}, {4, 6});
   b.node("d", "aten.mul.Tensor", {G::ref("c"), G::ref("n")}, {4, 6});
-  const Plan p = plan_graph(b.build({"k", "fs", "d"}));
-  ASSERT_EQ(p.groups.size(), 2u);
-  const Group& rows = p.groups[0];
+  const Plan p = plan_graph(b.build({"k", "fs", "d", "e"}));
+  ASSERT_EQ(p.groups.size(), 3u);
+  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"i"}));
+  const Group& rows = p.groups[1];
   EXPECT_EQ(rows.nodes, (std::vector<std::string>{"s", "k", "fs", "c"}));
   EXPECT_EQ(rows.slots.at(1).layout.base, "keep");
   EXPECT_EQ(rows.slots.at(1).dtype, "bool");
   EXPECT_EQ(rows.slots.at(2).layout.base, "mask");
   EXPECT_EQ(rows.slots.at(2).dtype, "bool");
   EXPECT_NE(rows.op_struct.find("(float)reinterpret_cast<const unsigned char*>(p[1])[0]"), std::string::npos) << rows.op_struct;
-  EXPECT_EQ(p.groups[1].family, "elementwise");
-  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"d"}));
-  EXPECT_EQ(p.groups[1].slots.at(1).dtype, "int64");
+  const Group& after = p.groups[2];
+  EXPECT_EQ(after.family, "elementwise");
+  EXPECT_EQ(after.nodes, (std::vector<std::string>{"e", "d"}));
+  int int64_slots = 0;
+  for (const Slot& sl : after.slots) int64_slots += (sl.layout.base == "i" || sl.layout.base == "n") && sl.dtype == "int64";
+  EXPECT_EQ(int64_slots, 2);
 }
 
 // Independent chains over as many elements share a kernel only while its tensors fit: a network
