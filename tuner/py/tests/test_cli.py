@@ -195,17 +195,23 @@ GPU_FAMILY_PLANS = {
     "pool_avg3d_padded.py": ["elementwise", "reduce", "elementwise"],
     "pool_paired.py": ["elementwise"] * 4,
     "rows_scans.py": ["reduce", "reduce", "reduce"],
-    "rows_scans_reversed.py": ["reduce", "reduce", "reduce", "elementwise"],
+    "rows_scans_reversed.py": ["reduce", "reduce", "reduce"],  # the reversed scan writes its flip itself
     "rows_norm_channels_vec.py": ["reduce"],
     "rows_arg.py": ["reduce"] * 6,
     "loss_cross_entropy.py": ["reduce", "elementwise", "reduce", "reduce", "reduce", "reduce"],
     "loss_kl_cosine_margins.py": ["reduce"] * 9,
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
-    "reduce_all_and_unit.py": ["reduce", "reduce", "elementwise"],
+    "reduce_all_and_unit.py": ["reduce", "elementwise"],  # the minimum over a size-1 dimension is a reshape
     "conv_forms.py": ["conv"] * 6,
     "gemm_tma_forms.py": ["gemm"] * 5,
     "gemm_fp32_accuracy.py": ["gemm"] * 2,  # the Linear with its ReLU, the batched product
-    "bool_masks.py": ["elementwise", "reduce", "gemm"],
+    "bool_masks.py": ["reduce", "elementwise", "gemm"],  # the masked product in the scan's loads
+    # The masked cumsum with the cumsum masked after it, the masked softmax, the masked mean over a
+    # middle dimension, the row maximum with its per-row mask (and a cumsum over the same rows),
+    # and that cumsum times an int64 tensor in an elementwise kernel.
+    "rows_bool_masks.py": ["reduce"] * 4 + ["elementwise"],
+    "rows_size_one.py": ["reduce", "reduce"],  # the sum with its size-1 chain; the argmax
+    "rows_viewed_back.py": ["reduce", "reduce"],  # each GroupNorm with the ops after it
     "cat_forms.py": ["elementwise", "reduce"] + ["elementwise"] * 8,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
