@@ -129,10 +129,7 @@ std::optional<Layout> apply_view(const Node& n, const Layout& in, const std::vec
   const std::string& op = n.op;
   const size_t rank = in.sizes.size();
   if (op == "aten.view.default" || op == "aten._unsafe_view.default" || op == "aten.reshape.default") {
-    auto st = view_strides(in.sizes, in.strides, out_shape);
-    if (!st) return std::nullopt;
-    r.sizes = out_shape;
-    r.strides = *st;
+    return reshape(in, out_shape);
   } else if (op == "aten.permute.default") {
     const auto dims = n.args.at(1).get<std::vector<int64_t>>();
     for (size_t i = 0; i < dims.size(); ++i) {
