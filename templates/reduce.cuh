@@ -263,8 +263,20 @@ template <class Op> struct Row {
     return vector_head<V>(0) == 0 && k % V == 0;
   }
 
-  // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on).
+  // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on); Op::fill(s) where
+  // the slot is not read (Op::in_range: a part of a cat, whose rows move element by element).
   template <int V> __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[V][Op::kIn]) const {
+    if constexpr (Op::kRanged) {
+      if (!Op::in_range(s, e) || !Op::in_range(s, e + V - 1)) {  // (a range is one run)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          float one[1] = {Op::fill(s)};
+          if (Op::in_range(s, e + j)) load_elems<Op, 1>(p[s], s, Op::elem_offset(s, e + j), true, one);
+          x[j][s] = one[0];
+        }
+        return;
+      }
+    }
     float v[V];
     load_elems<Op, V>(p[s], s, Op::elem_offset(s, e), Op::inner_stride(s) == 0, v);
 #pragma unroll
@@ -588,8 +600,15 @@ template <class Op, int R> struct Rows {
     return (unsigned long long)p % (R * slot_bytes<Op>(s)) == 0;
   }
 
-  // x[j][s] = element e of row j in input slot s.
+  // x[j][s] = element e of row j in input slot s (Op::fill(s) outside its range).
   __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[R][Op::kIn]) const {
+    if constexpr (Op::kRanged) {
+      if (!Op::in_range(s, e)) {
+#pragma unroll
+        for (int j = 0; j < R; ++j) x[j][s] = Op::fill(s);
+        return;
+      }
+    }
     const long long off = Op::elem_offset(s, e);
     if (vec && (Op::row_stride(s) == 1 || Op::row_stride(s) == 0)) {
       float v[R];

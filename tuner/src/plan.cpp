@@ -232,6 +232,12 @@ void Planner::visit(const Node& n) {
     for_each_ref(n, [&](const std::string& v) {
       if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
     });
+  // A waiting cat is computed for any reader but a view or copy (forward) and a reduction or scan
+  // (rows_over), which may read it otherwise.
+  if (!is_view_op(n.op) && !is_reduction_op(n.op) && n.op != "aten.cumsum.default" && n.op != "aten.cumprod.default")
+    for_each_ref(n, [&](const std::string& v) {
+      if (cats_.count(v)) realize_cat(v);
+    });
   if (n.op == "aten.cat.default") return add_cat(n, out);
   if (n.op == "aten.constant_pad_nd.default") return add_pad(n, out);
   if (identity_or_view && is_value_ref(n.args.at(0)) && index_values_.count(value_ref(n.args.at(0))) &&
@@ -296,6 +302,10 @@ void Planner::check_as_strided(const Node& n) {
 
 // Identity and view ops produce no code: the result is the same register or a new layout.
 void Planner::forward(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view) {
+  if (cats_.count(in)) {
+    if (view_cat(n, in, shape, is_view)) return;
+    realize_cat(in);
+  }
   if (auto it = fused_.find(in); it != fused_.end()) {
     const Fused& f = it->second;
     auto view = is_view ? apply_view(n, Layout::contiguous("", f.shape), shape) : Layout::contiguous("", shape);
@@ -415,9 +425,56 @@ void Planner::add_cat(const Node& n, const ValueInfo& out) {
     start = end;
   }
   if (start != out.shape[dim]) unsupported(n, "the parts do not add up to the result");
-  const int target = chain_group(out.shape, latest_producer, (int)step.loaded_operands.size());
-  fused_[n.name] = Fused{target, step.var, out.shape};
-  add_step(target, n.name, n.op, std::move(step));
+  const bool waits = cat_fill(step) && cat_waits(n.name, dim);
+  cats_[n.name] = PendingCat{std::move(step), out.shape, dim, latest_producer};
+  if (!waits) realize_cat(n.name);
+}
+
+void Planner::realize_cat(const std::string& v) {
+  PendingCat c = std::move(cats_.at(v));
+  cats_.erase(v);
+  const int target = chain_group(c.shape, c.latest_producer, (int)c.step.loaded_operands.size());
+  fused_[v] = Fused{target, c.step.var, c.shape};
+  add_step(target, v, "aten.cat.default", std::move(c.step));
+}
+
+bool Planner::view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view) {
+  PendingCat c = cats_.at(in);
+  c.step.var = next_var();
+  if (is_view) {  // a slice: each part's view sliced alike; along the concatenated dimension, the parts' ranges too
+    if (n.op != "aten.slice.Tensor" || shape.size() != c.shape.size()) return false;
+    const int64_t d = c.dim;
+    const Layout whole = Layout::contiguous("", c.shape);
+    const auto box = apply_view(n, whole, shape);
+    if (!box || box->strides[d] != whole.strides[d]) return false;  // not a step of 1 along d
+    for (auto& [key, l] : c.step.loaded_operands) {
+      const auto viewed = apply_view(n, l, shape);
+      if (!viewed) return false;
+      l = *viewed;
+    }
+    if (shape[d] != c.shape[d]) {  // the slice is along d: it starts `start` elements in, at a coordinate of d alone
+      const int64_t start = box->offset / whole.strides[d];
+      std::vector<Step::CatPart> parts;
+      int64_t begin = 0;
+      for (const Step::CatPart& part : c.step.cat) {
+        const int64_t lo = std::max<int64_t>(begin - start, 0), hi = std::min<int64_t>(part.end - start, shape[d]);
+        begin = part.end;
+        if (hi > lo) {
+          parts.push_back(Step::CatPart{part.operand, hi, part.shift});
+        } else {
+          c.step.loaded_operands.erase(part.operand);
+          c.step.fused_operands.erase(part.operand);
+        }
+      }
+      c.step.cat = std::move(parts);
+    }
+    c.shape = shape;
+    c.step.cat_at = coordinate_expr(shape, d);
+  }
+  const bool waits = cat_fill(c.step) && cat_waits(n.name, c.dim);
+  cats_[n.name] = std::move(c);
+  if (!waits) realize_cat(n.name);  // the slice computed by itself
+  return true;
 }
 
 void Planner::add_pad(const Node& n, const ValueInfo& out) {
@@ -872,6 +929,7 @@ void Planner::add_repeat(const Node& n, const ValueInfo& out) {
 std::string Planner::materialize_output(const std::string& value) {
   if (constants_.count(value)) FT_USER_ERROR("the model returns a constant tensor (" + value + "); that is not lowered");
   if (g_.value(value).dtype == "bool") FT_USER_ERROR("the model returns a bool tensor (" + value + "); that is not lowered");
+  if (cats_.count(value)) realize_cat(value);
   if (fused_.count(value)) materialize(value);
   if (index_values_.count(value) && !memory_.count(value)) materialize_index(value);
   const Layout& l = memory_.at(value);
@@ -932,9 +990,11 @@ json Group::to_json() const {
     j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs},
                     {"scans", scans}, {"varying_inputs", varying_inputs}, {"row_vector", row_vector}};
   j["slots"] = json::array();
-  for (const Slot& s : slots)
+  for (const Slot& s : slots) {
     j["slots"].push_back(json{{"value", s.layout.base}, {"access", access_name(s.access)}, {"sizes", s.layout.sizes},
-                          {"strides", s.layout.strides}, {"offset", s.layout.offset}, {"dtype", s.dtype}});
+                              {"strides", s.layout.strides}, {"offset", s.layout.offset}, {"dtype", s.dtype}});
+    if (s.range) j["slots"].back()["range"] = {{"begin", s.range->begin}, {"end", s.range->end}, {"fill", s.range->fill}};
+  }
   j["inputs"] = input_values();
   j["outputs"] = json::array();
   for (const auto& o : outputs) j["outputs"].push_back(json{{"value", o.value}, {"shape", o.shape}, {"dtype", o.dtype}});
@@ -973,6 +1033,10 @@ Group Group::from_json(const json& j) {
     g.slots.push_back(Slot{Layout{s.at("value").get<std::string>(), s.at("sizes").get<std::vector<int64_t>>(),
                                   s.at("strides").get<std::vector<int64_t>>(), s.at("offset").get<int64_t>()},
                            a, s.value("dtype", "float32")});
+    if (s.contains("range")) {
+      const json& r = s.at("range");
+      g.slots.back().range = SlotRange{r.at("begin").get<int64_t>(), r.at("end").get<int64_t>(), r.at("fill").get<std::string>()};
+    }
   }
   for (const json& o : j.at("outputs"))
     g.outputs.push_back(GroupOutput{o.at("value").get<std::string>(), "", o.at("shape").get<std::vector<int64_t>>(),

@@ -17,10 +17,19 @@ namespace fusetune {
 enum class Access { Operand, Full, Strided, Output };
 const char* access_name(Access a);
 
+// A row group's input read along part of each row only (a part of a torch.cat along the reduced
+// dimension): elements [begin, end) of a row are loaded, every other one is `fill` (a literal).
+struct SlotRange {
+  int64_t begin, end;
+  std::string fill;
+  bool operator==(const SlotRange& o) const { return begin == o.begin && end == o.end && fill == o.fill; }
+};
+
 struct Slot {
   Layout layout;  // for outputs: contiguous over the output value, or a flip of it (written_as)
   Access access;
   std::string dtype = "float32";  // float32, or int64 (elementwise groups; a row group's arg indices)
+  std::optional<SlotRange> range = std::nullopt;
 };
 
 struct GroupOutput {

@@ -109,6 +109,11 @@ struct Building {
   }
 };
 
+// What a row group reads outside each memory part's range of a cat step's row (SlotRange::fill),
+// such that the parts' loads add up to the cat: the constant parts' value when there is one memory
+// part, else 0 (the constant parts must be 0 then). Empty when no fill works, or no part is memory.
+std::optional<std::string> cat_fill(const Step& s);
+
 // A layout over a row shape (the reduced shape, with or without the reduced dimensions kept) as a
 // view over the domain, with stride 0 along the reduced dimensions; empty if they do not line up.
 std::optional<Layout> row_to_domain(const RowInfo& row, Layout l);

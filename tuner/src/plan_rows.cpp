@@ -46,6 +46,19 @@ std::optional<Layout> row_to_domain(const RowInfo& row, Layout l) {
   return broadcast_to(l, row.domain);
 }
 
+std::optional<std::string> cat_fill(const Step& s) {
+  std::set<std::string> constants;
+  int memory = 0;
+  for (const Step::CatPart& part : s.cat) {
+    if (auto it = s.fused_operands.find(part.operand); it != s.fused_operands.end()) constants.insert(it->second);
+    else ++memory;
+  }
+  if (memory == 0 || constants.size() > 1) return std::nullopt;
+  const std::string zero = float_literal(0.0);
+  if (memory > 1 && !constants.empty() && *constants.begin() != zero) return std::nullopt;
+  return constants.empty() ? zero : *constants.begin();
+}
+
 namespace {
 
 // Reorders every slot's dimensions to kept-then-reduced, drops size-1 dimensions and merges
@@ -97,15 +110,15 @@ class RowCodegen {
   explicit RowCodegen(Building& b) : b_(b), gr_(b.group), row_(b.row) {}
 
   Group run() {
+    int64_t rows = 1, k = 1;
+    for (size_t d = 0; d < row_.domain.size(); ++d) (row_.reduced[d] ? k : rows) *= row_.domain[d];
+    gr_.m = rows;
+    gr_.k = k;
     make_slots();
     const int kept = rows_view(row_, gr_.slots);
     if ((int)gr_.slots.size() > kMaxSlots)
       FT_USER_ERROR("group " + gr_.id + " (" + gr_.nodes.front() + ") needs " + std::to_string(gr_.slots.size()) +
                     " tensors; a kernel takes at most " + std::to_string(kMaxSlots));
-    int64_t rows = 1, k = 1;
-    for (size_t d = 0; d < row_.domain.size(); ++d) (row_.reduced[d] ? k : rows) *= row_.domain[d];
-    gr_.m = rows;
-    gr_.k = k;
     gr_.stats = (int)row_.stats.size();
     gr_.passes = row_.passes;
     gr_.full_outputs = (int)full_outs_.size();
@@ -118,21 +131,43 @@ class RowCodegen {
  private:
   bool reduced_var(const std::string& var) const { return var.rfind("red[", 0) == 0; }
 
-  // The input slot of a loaded operand (its view over the domain, before rows_view reorders it).
-  int input_slot(const Layout& l) {
+  // The input slot of a loaded operand (its view over the domain, before rows_view reorders it),
+  // read over part of each row where `range` says.
+  int input_slot(const Layout& l, const std::optional<SlotRange>& range = std::nullopt) {
     for (size_t i = 0; i < inputs_.size(); ++i)
-      if (inputs_[i] == l) return (int)i;
-    inputs_.push_back(l);
+      if (inputs_[i].first == l && inputs_[i].second == range) return (int)i;
+    inputs_.emplace_back(l, range);
     return (int)inputs_.size() - 1;
+  }
+
+  // The slots of cat step s's memory parts: each part's view over the domain (its coordinates
+  // along the concatenated dimension, the only reduced one, are the row's), read over its range.
+  std::vector<int> cat_slots(const Step& s) {
+    std::vector<int> slots;
+    const std::string fill = *cat_fill(s);
+    int64_t begin = 0;
+    for (const Step::CatPart& part : s.cat) {
+      if (auto it = s.loaded_operands.find(part.operand); it != s.loaded_operands.end()) {
+        Layout l = it->second;
+        l.offset -= part.shift;
+        const bool whole = begin == 0 && part.end == (int64_t)gr_.k;
+        slots.push_back(input_slot(l, whole ? std::nullopt : std::optional<SlotRange>(SlotRange{begin, part.end, fill})));
+      }
+      begin = part.end;
+    }
+    return slots;
   }
 
   // Inputs (views over the domain) first, then the outputs: Full ones over the domain, Reduced
   // ones over the rows (stride 0 along the reduced dimensions).
   void make_slots() {
-    for (const Step& s : b_.steps)
-      for (const auto& [v, l] : s.loaded_operands) input_slot(l);
-    for (const Layout& l : inputs_)  // float32 or half memory (reduce.cuh converts it as it loads)
-      gr_.slots.push_back(Slot{l, Access::Strided, b_.dtype_of(l.base)});
+    for (const Step& s : b_.steps) {
+      if (!s.cat.empty()) cat_slots(s);
+      else
+        for (const auto& [v, l] : s.loaded_operands) input_slot(l);
+    }
+    for (const auto& [l, range] : inputs_)  // float32 or half memory (reduce.cuh converts it as it loads)
+      gr_.slots.push_back(Slot{l, Access::Strided, b_.dtype_of(l.base), range});
     gr_.full_slot = 0;
     gr_.n_full = 0;
     gr_.out_slot = (int)gr_.slots.size();
@@ -159,7 +194,7 @@ class RowCodegen {
     if (is_value_ref(a)) {
       const std::string v = value_ref(a);
       if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
-      const int slot = input_slot(s.loaded_operands.at(v));
+      const int slot = input_slot(s.loaded_operands.at(v));  // not a cat part: those are read by cat_slots
       if (!per_row) return "x[" + std::to_string(slot) + "]";
       return typed_load("p[" + std::to_string(slot) + "]", gr_.slots.at(slot).dtype, "[0]");
     }
@@ -170,6 +205,11 @@ class RowCodegen {
 
   std::string step_code(const Step& s) {
     if (s.scan >= 0) return "      const float " + s.var + " = sc[" + std::to_string(s.scan) + "];\n";
+    if (!s.cat.empty()) {  // the parts' loads, each the fill outside its range, add up to the cat
+      std::string sum;
+      for (int slot : cat_slots(s)) sum += (sum.empty() ? "x[" : " + x[") + std::to_string(slot) + "]";
+      return "      const float " + s.var + " = " + sum + ";\n";
+    }
     const bool per_row = s.level == Level::Reduced;
     const ArgExpr arg = [&](size_t i, const char* kw) { return arg_expr(s, node_arg(*s.node, i, kw), per_row); };
     std::string expr = elementwise_expr(*s.node, arg);
@@ -340,6 +380,13 @@ class RowCodegen {
         if (ok) break;
       }
     }
+    // A slot read over part of each row moves element by element along it (its vectors would
+    // straddle the range); across rows, element r is in or out of range in all of them.
+    const bool ranged = std::any_of(gr_.slots.begin(), gr_.slots.end(), [](const Slot& sl) { return sl.range.has_value(); });
+    if (ranged) {
+      one_run = false;
+      vec = 1;
+    }
     gr_.row_vector = row_vec;
     return "  static constexpr bool kOneRun = " + std::string(one_run ? "true" : "false") + ";\n" +
            "  static constexpr int kVec = " + std::to_string(vec) + ";\n" + table_fn("inner_stride", inner_) +
@@ -348,6 +395,23 @@ class RowCodegen {
            "    return 0;\n  }\n"
            "  __device__ __forceinline__ static long long elem_offset(int s, long long r) {\n    (void)r;\n" + elems +
            "    return 0;\n  }\n";
+  }
+
+  // Op::kRanged, and Op::in_range(s, r) / Op::fill(s): whether element r of a row of slot s is
+  // loaded, and what it is where not (SlotRange).
+  std::string ranges() const {
+    std::string in, fill;
+    for (size_t s = 0; s < gr_.slots.size(); ++s) {
+      const auto& r = gr_.slots[s].range;
+      if (!r) continue;
+      const std::string slot = std::to_string(s);
+      in += "    if (s == " + slot + ") return r >= " + std::to_string(r->begin) + "LL && r < " + std::to_string(r->end) + "LL;\n";
+      fill += "    if (s == " + slot + ") return " + r->fill + ";\n";
+    }
+    return "  static constexpr bool kRanged = " + std::string(in.empty() ? "false" : "true") + ";\n" +
+           "  __device__ __forceinline__ static bool in_range(int s, long long r) {\n    (void)s; (void)r;\n" + in +
+           "    return true;\n  }\n"
+           "  __device__ __forceinline__ static float fill(int s) {\n    (void)s;\n" + fill + "    return 0.f;\n  }\n";
   }
 
   std::string op_struct(int kept) {
@@ -372,14 +436,14 @@ class RowCodegen {
            table_fn("stat_partner", partners) + table_fn("full_out_slot", full_slots) +
            "  static constexpr bool kTypedSlots = " +
            (std::any_of(slot_kinds.begin(), slot_kinds.end(), [](int k) { return k != 0; }) ? "true" : "false") + ";\n" +
-           table_fn("slot_kind", slot_kinds) + offsets_fn(kept) + values + after + out + store +
+           table_fn("slot_kind", slot_kinds) + offsets_fn(kept) + ranges() + values + after + out + store +
            "};\n}  // namespace fusetune_gen\n";
   }
 
   Building& b_;
   Group& gr_;
   const RowInfo& row_;
-  std::vector<Layout> inputs_;                 // input slots as views over the domain
+  std::vector<std::pair<Layout, std::optional<SlotRange>>> inputs_;  // input slots as views over the domain
   std::vector<int> full_outs_, reduced_outs_;  // indices into gr_.outputs
   std::vector<int> inner_;                     // each slot's innermost reduced stride (0, 1, 2: other)
 };

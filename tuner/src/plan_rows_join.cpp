@@ -51,6 +51,44 @@ std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& 
 
 }  // namespace
 
+std::optional<std::vector<bool>> row_dims(const Node& n, int64_t rank) {
+  if (n.op == "aten.cumsum.default" || n.op == "aten.cumprod.default") {
+    const json& dim = node_arg(n, 1, "dim");
+    int64_t d = is_number(dim) ? (int64_t)number(dim) : rank;
+    if (d < 0) d += rank;
+    if (d < 0 || d >= rank) return std::nullopt;
+    std::vector<bool> reduced(rank, false);
+    reduced[d] = true;
+    return reduced;
+  }
+  std::string why;
+  if (!is_reduction_op(n.op)) return std::nullopt;
+  const auto red = reduction_of(n, rank, why);
+  if (!red) return std::nullopt;
+  return red->reduced;
+}
+
+bool along_cat(const std::vector<bool>& reduced, int64_t dim, const std::vector<int64_t>& shape) {
+  if (!reduced[dim] || shape[dim] == 1) return false;
+  for (size_t d = 0; d < reduced.size(); ++d)
+    if (reduced[d] && (int64_t)d != dim && shape[d] != 1) return false;
+  return true;
+}
+
+bool Planner::cat_waits(const std::string& v, int64_t dim) const {
+  const std::vector<int64_t>& shape = g_.value(v).shape;
+  for (const Node& m : g_.nodes) {
+    bool reads = false;
+    for_each_ref(m, [&](const std::string& r) { reads |= r == v; });
+    if (!reads) continue;
+    if (!is_value_ref(m.args.at(0)) || value_ref(m.args.at(0)) != v) return false;
+    if (m.op == "aten.slice.Tensor") return cat_waits(m.name, dim);
+    const auto reduced = row_dims(m, (int64_t)shape.size());
+    return reduced && along_cat(*reduced, dim, shape);
+  }
+  return false;
+}
+
 // Whether `shape` is the shape of a row of group gi, with or without the reduced dimensions kept.
 bool Planner::is_row_shape(int gi, const std::vector<int64_t>& shape) const {
   // One value per row, in row order: the kept sizes, with or without size-1 dimensions (a
@@ -156,6 +194,14 @@ int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, co
 // new one. Records how the step reads v.
 int Planner::rows_over(const Node& n, const std::string& v, const std::vector<bool>& reduced, Step& step) {
   const std::vector<int64_t>& shape = g_.value(v).shape;
+  if (cats_.count(v)) {
+    const int gi = rows_over_cat(v, reduced);
+    if (gi >= 0) {
+      step.fused_operands[v] = fused_.at(v).var;
+      return gi;
+    }
+    realize_cat(v);
+  }
   if (auto it = fused_.find(v); it != fused_.end()) {
     const int gi = row_group_for(it->second, shape, reduced);
     if (gi >= 0) {
@@ -167,16 +213,33 @@ int Planner::rows_over(const Node& n, const std::string& v, const std::vector<bo
   // Row kernels load float32, half and bool memory (converting), no int64.
   const bool bytes = memory_.count(v) && memory_dtype(memory_.at(v).base) == "bool";
   const Layout& l = operand(v, n, /*int64_ok=*/bytes, /*half_ok=*/true);
+  step.loaded_operands[v] = l;
+  return row_group_after(producer_.at(l.base), shape, reduced);
+}
+
+int Planner::row_group_after(int after, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
   const int last = (int)groups_.size() - 1;
-  const bool join_last = last > producer_.at(l.base) && is_row_group(last) && groups_[last].row.domain == shape &&
-                         groups_[last].row.reduced == reduced;
+  if (last > after && is_row_group(last) && groups_[last].row.domain == shape && groups_[last].row.reduced == reduced)
+    return last;
   std::vector<int64_t> rows;
   for (size_t d = 0; d < shape.size(); ++d)
     if (!reduced[d]) rows.push_back(shape[d]);
-  const int gi = join_last ? last : new_group("reduce", rows);
+  const int gi = new_group("reduce", rows);
   groups_[gi].row.domain = shape;
   groups_[gi].row.reduced = reduced;
-  step.loaded_operands[v] = l;
+  return gi;
+}
+
+int Planner::rows_over_cat(const std::string& v, const std::vector<bool>& reduced) {
+  PendingCat& c = cats_.at(v);
+  if (!along_cat(reduced, c.dim, c.shape) || !cat_fill(c.step)) return -1;
+  const int gi = row_group_after(c.latest_producer, c.shape, reduced);
+  Step step = std::move(c.step);
+  step.level = Level::Full;
+  step.phase = 0;
+  fused_[v] = Fused{gi, step.var, c.shape, Level::Full, 0};
+  cats_.erase(v);
+  add_step(gi, v, "aten.cat.default", std::move(step));
   return gi;
 }
 

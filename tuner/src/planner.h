@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +20,12 @@ int64_t numel_of(const std::vector<int64_t>& shape);
 bool is_reduction_op(const std::string& op);
 // argmax / argmin: reductions whose result is an int64 index.
 bool is_arg_reduction(const std::string& op);
+// The dimensions whose elements make a row of row op n (a reduction or a scan) over an input of
+// `rank` dimensions; empty for any other op.
+std::optional<std::vector<bool>> row_dims(const Node& n, int64_t rank);
+// Whether rows along `reduced` of a value of `shape` run along dimension `dim` alone (the others
+// reduced have size 1): a cat along dim is read in ranges of them.
+bool along_cat(const std::vector<bool>& reduced, int64_t dim, const std::vector<int64_t>& shape);
 
 // A value computed inside a group and still held in a register there.
 struct Fused {
@@ -67,9 +74,19 @@ class Planner {
   std::string index_expr(const Layout& view) const;
   void materialize_index(const std::string& value);
 
-  // torch.cat: an elementwise step over the result picking, by the coordinate along the
-  // concatenated dimension, the part it falls in, read from memory (or a constant).
+  // torch.cat: a step over the result picking, by the coordinate along the concatenated
+  // dimension, the part it falls in, read from memory (or a constant). Where its first reader is
+  // a reduction or scan along that dimension (or a slice, then the same of the slice), it waits
+  // (cats_) and that row op reads the parts where they lie (rows_over_cat); a slice of it is
+  // another waiting cat (view_cat). Else it is computed by an elementwise group (realize_cat)
+  // where it is made, or where a reader needs it.
   void add_cat(const Node& n, const ValueInfo& out);
+  void realize_cat(const std::string& v);
+  // Whether cat v (along `dim`) waits for its first reader: a row op along dim (along_cat), or a
+  // slice that waits for its own. The readers after that row op find v in its row group.
+  bool cat_waits(const std::string& v, int64_t dim) const;
+  // Whether view or copy n of waiting cat `in` is one too (a slice, a copy); false: nothing done.
+  bool view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view);
   // constant_pad_nd (F.pad with a constant): an elementwise step over the result reading the
   // input where the coordinates fall inside it, the constant elsewhere.
   void add_pad(const Node& n, const ValueInfo& out);
@@ -126,6 +143,12 @@ class Planner {
   // can take it, else the last group if it is a row group over the same rows of memory, else a
   // new one. Records how the step reads v.
   int rows_over(const Node& n, const std::string& v, const std::vector<bool>& reduced, Step& step);
+  // Row group `rows_over` opens for rows along `reduced` of `shape`, reading memory written by
+  // group `after`: the last group if it is a row group over the same rows, else a new one.
+  int row_group_after(int after, const std::vector<int64_t>& shape, const std::vector<bool>& reduced);
+  // The row group that waiting cat v joins for rows along `reduced`: -1 unless they run along
+  // its concatenated dimension and its parts can be read as ranges of them (cat_fill).
+  int rows_over_cat(const std::string& v, const std::vector<bool>& reduced);
 
   // cumsum / cumprod along one dimension: a row group whose rows run along it, the scanned value
   // known per element in the final pass only (so no reduction of the same group can read it).
@@ -203,6 +226,14 @@ class Planner {
   };
   std::map<std::string, Iota> iotas_;             // arange node -> its values
   std::map<std::string, Layout> index_values_;    // an arange or a view of one -> the view over the arange
+  // A torch.cat not computed yet (add_cat): its step over `shape` and the latest group writing a part.
+  struct PendingCat {
+    Step step;
+    std::vector<int64_t> shape;
+    int64_t dim;
+    int latest_producer;
+  };
+  std::map<std::string, PendingCat> cats_;
   int var_count_ = 0;
 };
 

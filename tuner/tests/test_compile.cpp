@@ -257,6 +257,36 @@ TEST(Compile, EveryReduceInstanceOverNeighbouringRows) {
   EXPECT_GT(keeps, 0);
 }
 
+TEST(Compile, EveryReduceInstanceOverCatParts) {
+  // Rows of a cat read part by part (Op::in_range, Op::fill): an exclusive cumsum (zeros, then
+  // the row without its last element), a softmax over two tensors joined along its rows, and a
+  // sum over a middle dimension that two tensors share (rows across an inner dimension, moved
+  // as vectors of neighbouring rows).
+  G b;
+  b.value("x", {5, 9}, "input").value("y", {5, 4}, "input").value("p", {3, 4, 8}, "input").value("q", {3, 5, 8}, "input");
+  b.node("z", "aten.full.default", {json::array({5, 1}), 0}, {5, 1})
+      .node("c", "aten.cat.default", {json::array({G::ref("z"), G::ref("x")}), 1}, {5, 10})
+      .node("sl", "aten.slice.Tensor", {G::ref("c"), 1, 0, -1}, {5, 9})
+      .node("cs", "aten.cumsum.default", {G::ref("sl"), 1}, {5, 9})
+      .node("xy", "aten.cat.default", {json::array({G::ref("x"), G::ref("y")}), 1}, {5, 13})
+      .node("mx", "aten.amax.default", std::vector<json>{G::ref("xy"), json::array({1}), true}, {5, 1})
+      .node("d", "aten.sub.Tensor", {G::ref("xy"), G::ref("mx")}, {5, 13})
+      .node("e", "aten.exp.default", {G::ref("d")}, {5, 13})
+      .node("se", "aten.sum.dim_IntList", std::vector<json>{G::ref("e"), json::array({1}), true}, {5, 1})
+      .node("sm", "aten.div.Tensor", {G::ref("e"), G::ref("se")}, {5, 13})
+      .node("pq", "aten.cat.default", {json::array({G::ref("p"), G::ref("q")}), 1}, {3, 9, 8})
+      .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("pq"), json::array({1})}, {3, 8});
+  const Plan plan = plan_graph(b.build({"cs", "sm", "s"}));
+  ASSERT_EQ(plan.groups.size(), 3u);
+  const Compiler c(templates(), "sm_90", temp_dir("reduce_cat"));
+  for (const Group& gr : plan.groups) {
+    ASSERT_EQ(gr.family, "reduce");
+    ASSERT_TRUE(gr.slots[0].range.has_value()) << gr.id;
+    compile_space(gr, c);
+  }
+  EXPECT_EQ(plan.groups[2].row_vector, 4);
+}
+
 TEST(Compile, EveryReduceInstanceWithArgs) {
   // argmin over a middle dimension with keepdim; argmax over everything next to a sum.
   G b;

@@ -1609,23 +1609,90 @@ TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
             std::string::npos)
       << p.groups[1].op_struct;
 
-  // A reduction of a cat (GoogLeNet's pooling after its inception blocks) reads it from memory:
-  // a row kernel does not compute a cat step.
+  // A reduction of a cat along another dimension than the cat's (GoogLeNet's pooling after its
+  // inception blocks) reads it from memory, as does one of a pad; along the cat's dimension the
+  // row kernel reads the parts (CatAlongARowIsReadWhereItsPartsLie).
   G reduced;
   reduced.value("x", {4, 6}, "input");
-  reduced.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), 1}, {4, 12});
+  reduced.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), 0}, {8, 6});
   reduced.node("p", "aten.constant_pad_nd.default", {G::ref("x"), json::array({1, 1})}, {4, 8});
-  reduced.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("c"), json::array({1})}, {4});
+  reduced.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("c"), json::array({1})}, {8});
   reduced.node("t", "aten.sum.dim_IntList", std::vector<json>{G::ref("p"), json::array({1})}, {4});
   const Plan r = plan_graph(reduced.build({"s", "t"}));
   std::vector<std::string> families;
   for (const Group& gr : r.groups) families.push_back(gr.family);
   EXPECT_EQ(families, (std::vector<std::string>{"elementwise", "elementwise", "reduce", "reduce"}));
+  EXPECT_EQ(r.groups[0].nodes, (std::vector<std::string>{"c"}));
 
   G bad;
   bad.value("x", {4, 6}, "input").value("i", {4, 6}, "input", "int64");
   bad.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("i")})}, {8, 6});
   expect_refusal(bad.build({"c"}), "value i has dtype int64");
+}
+
+// A cat that only row ops along its dimension read (through slices) is never written: each
+// memory part is a slot read over its range of the row (the fill elsewhere), the parts added up.
+// KernelBench's exclusive cumsum (zeros before the row, the last column or row dropped) is one
+// pass; so is a softmax over two tensors joined along its rows.
+TEST(Plan, CatAlongARowIsReadWhereItsPartsLie) {
+  G b;
+  b.value("x", {4, 6}, "input").value("y", {4, 3}, "input");
+  b.node("z", "aten.full.default", {json::array({4, 1}), 0}, {4, 1});
+  b.node("c", "aten.cat.default", {json::array({G::ref("z"), G::ref("x")}), 1}, {4, 7});
+  b.node("sl", "aten.slice.Tensor", {G::ref("c"), 1, 0, -1}, {4, 6});
+  b.node("cs", "aten.cumsum.default", {G::ref("sl"), 1}, {4, 6});
+  b.node("rowsl", "aten.slice.Tensor", {G::ref("c"), 0, 0, -1}, {3, 7});  // KernelBench's [:-1]
+  b.node("cr", "aten.cumsum.default", {G::ref("rowsl"), 1}, {3, 7});
+  b.node("xy", "aten.cat.default", {json::array({G::ref("x"), G::ref("y")}), -1}, {4, 9});
+  b.node("mx", "aten.amax.default", std::vector<json>{G::ref("xy"), json::array({1}), true}, {4, 1});
+  b.node("d", "aten.sub.Tensor", {G::ref("xy"), G::ref("mx")}, {4, 9});
+  const Plan p = plan_graph(b.build({"cs", "cr", "d"}));
+  ASSERT_EQ(p.groups.size(), 3u);
+  for (const Group& gr : p.groups) EXPECT_EQ(gr.family, "reduce") << gr.id;
+  const Group& exclusive = p.groups[0];
+  EXPECT_EQ(exclusive.nodes, (std::vector<std::string>{"sl", "cs"}));
+  ASSERT_EQ(exclusive.slots.size(), 2u);
+  const Slot& part = exclusive.slots[0];
+  EXPECT_EQ(part.layout.base, "x");
+  EXPECT_EQ(part.layout.offset, -1);  // x[i][j - 1] at column j of the cat
+  ASSERT_TRUE(part.range.has_value());
+  EXPECT_EQ(*part.range, (SlotRange{1, 6, "0.0f"}));
+  EXPECT_NE(exclusive.op_struct.find("static constexpr bool kRanged = true;"), std::string::npos);
+  EXPECT_NE(exclusive.op_struct.find("if (s == 0) return r >= 1LL && r < 6LL;"), std::string::npos) << exclusive.op_struct;
+  EXPECT_NE(exclusive.op_struct.find("static constexpr int kVec = 1;"), std::string::npos);  // element by element
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"rowsl", "cr"}));
+  EXPECT_EQ(p.groups[1].slots[0].layout.sizes, (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(*p.groups[1].slots[0].range, (SlotRange{1, 7, "0.0f"}));
+  const Group& softmax = p.groups[2];
+  EXPECT_EQ(accesses(softmax), (std::vector<std::string>{"x:strided", "y:strided", "d:output"}));
+  EXPECT_EQ(*softmax.slots[0].range, (SlotRange{0, 6, "0.0f"}));
+  EXPECT_EQ(*softmax.slots[1].range, (SlotRange{6, 9, "0.0f"}));
+  EXPECT_EQ(softmax.slots[1].layout.offset, -6);
+  EXPECT_NE(softmax.op_struct.find(" = x[0] + x[1];"), std::string::npos) << softmax.op_struct;
+  const Group back = Group::from_json(softmax.to_json());
+  EXPECT_EQ(*back.slots[1].range, *softmax.slots[1].range);
+
+  // Computed by an elementwise group: a cat that an elementwise op reads first; one reduced along
+  // another dimension; one whose parts cannot add up (two tensors and a constant 1).
+  G other;
+  other.value("x", {4, 6}, "input");
+  other.node("one", "aten.full.default", {json::array({4, 1}), 1}, {4, 1});
+  other.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), 1}, {4, 12});
+  other.node("r", "aten.relu.default", {G::ref("c")}, {4, 12});
+  other.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("c"), json::array({1})}, {4});
+  other.node("c2", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), 1}, {4, 12});
+  other.node("s2", "aten.sum.dim_IntList", std::vector<json>{G::ref("c2"), json::array({0})}, {12});
+  other.node("c3", "aten.cat.default", {json::array({G::ref("x"), G::ref("one"), G::ref("x")}), 1}, {4, 13});
+  other.node("s3", "aten.sum.dim_IntList", std::vector<json>{G::ref("c3"), json::array({1})}, {4});
+  const Plan q = plan_graph(other.build({"s", "r", "s2", "s3"}));
+  std::vector<std::string> written;
+  for (const Group& gr : q.groups)
+    for (const GroupOutput& o : gr.outputs) written.push_back(o.value);
+  EXPECT_NE(std::find(written.begin(), written.end(), "c"), written.end());
+  EXPECT_NE(std::find(written.begin(), written.end(), "c2"), written.end());
+  EXPECT_NE(std::find(written.begin(), written.end(), "c3"), written.end());
+  for (const Group& gr : q.groups)
+    for (const Slot& sl : gr.slots) EXPECT_FALSE(sl.range.has_value()) << gr.id;
 }
 
 // A bool mask the model is given is read one byte per element, as 0 / 1 like a comparison's

@@ -1,0 +1,32 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Row ops over a torch.cat along their rows, read part by part without writing the cat:
+    KernelBench's exclusive cumsum (zeros before each row, then its last row dropped, as it writes
+    it, or its last column), a cumprod after a column of ones, a softmax over two tensors joined
+    along the rows, a sum over a middle dimension that two tensors share with the ReLU of the cat
+    after it (the cat then written by the row kernel), and a logsumexp over three parts; at sizes
+    that are multiples of nothing."""
+
+    def forward(self, x, y, p, q):
+        zeros = torch.zeros_like(x.select(1, 0).unsqueeze(1))
+        kernelbench = torch.cumsum(torch.cat((zeros, x), dim=1)[:-1], dim=1)
+        exclusive = torch.cumsum(torch.cat((zeros, x), dim=1)[:, :-1], dim=1)
+        ones = torch.ones_like(y[:, :1])
+        products = torch.cumprod(torch.cat((ones, y * 0.5 + 0.75), dim=1), dim=1)
+        softmax = torch.softmax(torch.cat((x, y), dim=1), dim=1)
+        joined = torch.cat((p, q), dim=1)
+        total = joined.sum(dim=1)
+        activated = torch.relu(joined)
+        lse = torch.logsumexp(torch.cat((y, x, y), dim=-1), dim=-1)
+        return kernelbench, exclusive, products, softmax, total, activated, lse
+
+
+def get_inputs():
+    return [torch.randn(7, 301), torch.rand(7, 13), torch.randn(3, 5, 37), torch.randn(3, 6, 37)]
+
+
+def get_init_inputs():
+    return []
