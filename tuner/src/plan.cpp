@@ -232,7 +232,7 @@ void Planner::visit(const Node& n) {
     for_each_ref(n, [&](const std::string& v) {
       if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
     });
-  // A waiting cat is computed for any reader but a view or copy (forward) and a reduction or scan
+  // A waiting cat is computed for any reader but a view (forward) and a reduction or scan
   // (rows_over), which may read it otherwise.
   if (!is_view_op(n.op) && !is_reduction_op(n.op) && n.op != "aten.cumsum.default" && n.op != "aten.cumprod.default")
     for_each_ref(n, [&](const std::string& v) {
@@ -303,7 +303,7 @@ void Planner::check_as_strided(const Node& n) {
 // Identity and view ops produce no code: the result is the same register or a new layout.
 void Planner::forward(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view) {
   if (cats_.count(in)) {
-    if (view_cat(n, in, shape, is_view)) return;
+    if (is_view && view_cat(n, in, shape)) return;
     realize_cat(in);
   }
   if (auto it = fused_.find(in); it != fused_.end()) {
@@ -438,39 +438,37 @@ void Planner::realize_cat(const std::string& v) {
   add_step(target, v, "aten.cat.default", std::move(c.step));
 }
 
-bool Planner::view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view) {
+bool Planner::view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape) {
   PendingCat c = cats_.at(in);
-  c.step.var = next_var();
-  if (is_view) {  // a slice: each part's view sliced alike; along the concatenated dimension, the parts' ranges too
-    if (n.op != "aten.slice.Tensor" || shape.size() != c.shape.size()) return false;
-    const int64_t d = c.dim;
-    const Layout whole = Layout::contiguous("", c.shape);
-    const auto box = apply_view(n, whole, shape);
-    if (!box || box->strides[d] != whole.strides[d]) return false;  // not a step of 1 along d
-    for (auto& [key, l] : c.step.loaded_operands) {
-      const auto viewed = apply_view(n, l, shape);
-      if (!viewed) return false;
-      l = *viewed;
-    }
-    if (shape[d] != c.shape[d]) {  // the slice is along d: it starts `start` elements in, at a coordinate of d alone
-      const int64_t start = box->offset / whole.strides[d];
-      std::vector<Step::CatPart> parts;
-      int64_t begin = 0;
-      for (const Step::CatPart& part : c.step.cat) {
-        const int64_t lo = std::max<int64_t>(begin - start, 0), hi = std::min<int64_t>(part.end - start, shape[d]);
-        begin = part.end;
-        if (hi > lo) {
-          parts.push_back(Step::CatPart{part.operand, hi, part.shift});
-        } else {
-          c.step.loaded_operands.erase(part.operand);
-          c.step.fused_operands.erase(part.operand);
-        }
-      }
-      c.step.cat = std::move(parts);
-    }
-    c.shape = shape;
-    c.step.cat_at = coordinate_expr(shape, d);
+  const int64_t d = c.dim;
+  const Layout whole = Layout::contiguous("", c.shape);
+  if (n.op != "aten.slice.Tensor" || shape.size() != c.shape.size()) return false;
+  const auto box = apply_view(n, whole, shape);
+  if (!box || box->strides[d] != whole.strides[d]) return false;  // not a step of 1 along d
+  for (auto& [key, l] : c.step.loaded_operands) {  // each part's view sliced alike
+    const auto viewed = apply_view(n, l, shape);
+    if (!viewed) return false;
+    l = *viewed;
   }
+  if (shape[d] != c.shape[d]) {  // along d: from `start` on (the only coordinate the slice moves), the parts' ranges moved
+    const int64_t start = box->offset / whole.strides[d];
+    std::vector<Step::CatPart> parts;
+    int64_t begin = 0;
+    for (const Step::CatPart& part : c.step.cat) {
+      const int64_t lo = std::max<int64_t>(begin - start, 0), hi = std::min<int64_t>(part.end - start, shape[d]);
+      begin = part.end;
+      if (hi > lo) {
+        parts.push_back(Step::CatPart{part.operand, hi, part.shift});
+      } else {
+        c.step.loaded_operands.erase(part.operand);
+        c.step.fused_operands.erase(part.operand);
+      }
+    }
+    c.step.cat = std::move(parts);
+  }
+  c.shape = shape;
+  c.step.var = next_var();
+  c.step.cat_at = coordinate_expr(shape, d);
   const bool waits = cat_fill(c.step) && cat_waits(n.name, c.dim);
   cats_[n.name] = std::move(c);
   if (!waits) realize_cat(n.name);  // the slice computed by itself

@@ -253,21 +253,17 @@ void Planner::add_scan(const Node& n, const ValueInfo& out) {
     unsupported(n, "the input must be a computed tensor");
   const std::string v = value_ref(n.args.at(0));
   const std::vector<int64_t>& shape = g_.value(v).shape;
-  const json& dim = node_arg(n, 1, "dim");
   const int64_t rank = (int64_t)shape.size();
-  int64_t d = is_number(dim) ? (int64_t)number(dim) : rank;
-  if (d < 0) d += rank;
-  if (d < 0 || d >= std::max<int64_t>(rank, 1)) unsupported(n, "dimension out of range");
   if (rank == 0) unsupported(n, "a scan of a scalar is not lowered");
-  std::vector<bool> reduced(rank, false);
-  reduced[d] = true;
+  const auto reduced = row_dims(n, rank);
+  if (!reduced) unsupported(n, "dimension out of range");
   Step step{&n, next_var(), false, {}, {}};
-  const int gi = rows_over(n, v, reduced, step);
+  const int gi = rows_over(n, v, *reduced, step);
   RowInfo& row = groups_[gi].row;
   if (row.stats.empty() && row.scans.empty()) {  // a converted elementwise group: one index per row
     groups_[gi].group.index_shape.clear();
     for (int64_t i = 0; i < rank; ++i)
-      if (i != d) groups_[gi].group.index_shape.push_back(shape[i]);
+      if (!(*reduced)[i]) groups_[gi].group.index_shape.push_back(shape[i]);
   }
   step.level = Level::Full;
   step.phase = kScanPhase;

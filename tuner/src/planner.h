@@ -85,8 +85,9 @@ class Planner {
   // Whether cat v (along `dim`) waits for its first reader: a row op along dim (along_cat), or a
   // slice that waits for its own. The readers after that row op find v in its row group.
   bool cat_waits(const std::string& v, int64_t dim) const;
-  // Whether view or copy n of waiting cat `in` is one too (a slice, a copy); false: nothing done.
-  bool view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape, bool is_view);
+  // Whether view n of waiting cat `in` is a cat too (a slice with steps of 1 along the cat's
+  // dimension), made so; false: nothing done.
+  bool view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape);
   // constant_pad_nd (F.pad with a constant): an elementwise step over the result reading the
   // input where the coordinates fall inside it, the constant elsewhere.
   void add_pad(const Node& n, const ValueInfo& out);
