@@ -435,7 +435,7 @@ void Planner::realize_cat(const std::string& v) {
   cats_.erase(v);
   const int target = chain_group(c.shape, c.latest_producer, (int)c.step.loaded_operands.size());
   fused_[v] = Fused{target, c.step.var, c.shape};
-  add_step(target, v, "aten.cat.default", std::move(c.step));
+  add_step(target, v, c.step.node->op, std::move(c.step));
 }
 
 bool Planner::view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape) {
@@ -496,9 +496,38 @@ void Planner::add_pad(const Node& n, const ValueInfo& out) {
     step.pad_shift += low * l.strides[d];
   }
   if (step.pad_inside.empty()) step.pad_inside = "true";
+  if (pad_as_cat(n, pad, step.pad_value, l, out.shape)) return;
   const int target = chain_group(out.shape, producer_.at(l.base), 1);
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));
+}
+
+bool Planner::pad_as_cat(const Node& n, const std::vector<int64_t>& pad, const std::string& value, const Layout& in,
+                         const std::vector<int64_t>& shape) {
+  int64_t d = -1, low = 0, high = 0;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    if (pad[2 * i] == 0 && pad[2 * i + 1] == 0) continue;
+    if (d >= 0) return false;
+    d = (int64_t)shape.size() - 1 - (int64_t)i;
+    low = pad[2 * i];
+    high = pad[2 * i + 1];
+  }
+  if (d < 0 || low < 0 || high < 0) return false;
+  Step step{&n, next_var(), false, {}, {}};
+  step.cat_at = coordinate_expr(shape, d);
+  auto constant = [&](int64_t end) {
+    const std::string key = "pad#" + std::to_string(step.cat.size());
+    step.fused_operands[key] = value;
+    step.cat.push_back(Step::CatPart{key, end, 0});
+  };
+  if (low > 0) constant(low);
+  const std::string key = in.base + "#" + std::to_string(step.cat.size());
+  step.loaded_operands[key] = Layout{in.base, shape, in.strides, in.offset};
+  step.cat.push_back(Step::CatPart{key, low + in.sizes[d], low * in.strides[d]});
+  if (high > 0) constant(shape[d]);
+  if (!cat_waits(n.name, d)) return false;
+  cats_[n.name] = PendingCat{std::move(step), shape, d, producer_.at(in.base)};
+  return true;
 }
 
 void Planner::add_gather(const Node& n, const ValueInfo& out) {

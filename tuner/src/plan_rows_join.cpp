@@ -239,7 +239,7 @@ int Planner::rows_over_cat(const std::string& v, const std::vector<bool>& reduce
   step.phase = 0;
   fused_[v] = Fused{gi, step.var, c.shape, Level::Full, 0};
   cats_.erase(v);
-  add_step(gi, v, "aten.cat.default", std::move(step));
+  add_step(gi, v, step.node->op, std::move(step));
   return gi;
 }
 

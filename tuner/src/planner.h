@@ -91,6 +91,10 @@ class Planner {
   // constant_pad_nd (F.pad with a constant): an elementwise step over the result reading the
   // input where the coordinates fall inside it, the constant elsewhere.
   void add_pad(const Node& n, const ValueInfo& out);
+  // A pad along one dimension (none cropped) whose first reader is a row op along it: a waiting
+  // cat of the input between constants (true), else nothing done.
+  bool pad_as_cat(const Node& n, const std::vector<int64_t>& pad, const std::string& value, const Layout& in,
+                  const std::vector<int64_t>& shape);
 
   // Tensor operands of n that live in a group or in memory (constants are inlined instead).
   std::vector<std::pair<size_t, std::string>> computed_operands(const Node& n);

@@ -1610,14 +1610,14 @@ TEST(Plan, CatReadsEachPartWhereItsCoordinatesFall) {
       << p.groups[1].op_struct;
 
   // A reduction of a cat along another dimension than the cat's (GoogLeNet's pooling after its
-  // inception blocks) reads it from memory, as does one of a pad; along the cat's dimension the
-  // row kernel reads the parts (CatAlongARowIsReadWhereItsPartsLie).
+  // inception blocks) reads it from memory, as does one of a pad along two dimensions; along the
+  // cat's (or pad's) one dimension the row kernel reads the parts (CatAlongARowIsReadWhereItsPartsLie).
   G reduced;
   reduced.value("x", {4, 6}, "input");
   reduced.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("x")}), 0}, {8, 6});
-  reduced.node("p", "aten.constant_pad_nd.default", {G::ref("x"), json::array({1, 1})}, {4, 8});
+  reduced.node("p", "aten.constant_pad_nd.default", {G::ref("x"), json::array({1, 1, 1, 0})}, {5, 8});
   reduced.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("c"), json::array({1})}, {8});
-  reduced.node("t", "aten.sum.dim_IntList", std::vector<json>{G::ref("p"), json::array({1})}, {4});
+  reduced.node("t", "aten.sum.dim_IntList", std::vector<json>{G::ref("p"), json::array({1})}, {5});
   const Plan r = plan_graph(reduced.build({"s", "t"}));
   std::vector<std::string> families;
   for (const Group& gr : r.groups) families.push_back(gr.family);
@@ -1671,6 +1671,23 @@ TEST(Plan, CatAlongARowIsReadWhereItsPartsLie) {
   EXPECT_NE(softmax.op_struct.find(" = x[0] + x[1];"), std::string::npos) << softmax.op_struct;
   const Group back = Group::from_json(softmax.to_json());
   EXPECT_EQ(*back.slots[1].range, *softmax.slots[1].range);
+
+  // F.pad along the row is a cat of the input between constants: the exclusive cumsum written
+  // with a pad, and a mean over a row padded with 1 on both sides.
+  G padded;
+  padded.value("x", {4, 6}, "input");
+  padded.node("p", "aten.constant_pad_nd.default", {G::ref("x"), json::array({1, 0})}, {4, 7});
+  padded.node("sl", "aten.slice.Tensor", {G::ref("p"), 1, 0, 6}, {4, 6});
+  padded.node("cs", "aten.cumsum.default", {G::ref("sl"), 1}, {4, 6});
+  padded.node("q", "aten.constant_pad_nd.default", {G::ref("x"), json::array({2, 1}), 1.0}, {4, 9});
+  padded.node("m", "aten.mean.dim", std::vector<json>{G::ref("q"), json::array({-1})}, {4});
+  const Plan pp = plan_graph(padded.build({"cs", "m"}));
+  ASSERT_EQ(pp.groups.size(), 2u);
+  EXPECT_EQ(pp.groups[0].ops, (std::vector<std::string>{"aten.constant_pad_nd.default", "aten.cumsum.default"}));
+  EXPECT_EQ(*pp.groups[0].slots[0].range, (SlotRange{1, 6, "0.0f"}));
+  EXPECT_EQ(pp.groups[1].family, "reduce");
+  EXPECT_EQ(*pp.groups[1].slots[0].range, (SlotRange{2, 8, "1.0f"}));
+  EXPECT_EQ(pp.groups[1].slots[0].layout.offset, -2);
 
   // Computed by an elementwise group: a cat that an elementwise op reads first; one reduced along
   // another dimension; one whose parts cannot add up (two tensors and a constant 1).

@@ -7,8 +7,9 @@ class Model(nn.Module):
     KernelBench's exclusive cumsum (zeros before each row, then its last row dropped, as it writes
     it, or its last column), a cumprod after a column of ones, a softmax over two tensors joined
     along the rows, a sum over a middle dimension that two tensors share with the ReLU of the cat
-    after it (the cat then written by the row kernel), and a logsumexp over three parts; at sizes
-    that are multiples of nothing."""
+    after it (the cat then written by the row kernel), a logsumexp over three parts; the exclusive
+    cumsum written with F.pad, and a mean over rows padded with ones; at sizes that are multiples
+    of nothing."""
 
     def forward(self, x, y, p, q):
         zeros = torch.zeros_like(x.select(1, 0).unsqueeze(1))
@@ -21,7 +22,9 @@ class Model(nn.Module):
         total = joined.sum(dim=1)
         activated = torch.relu(joined)
         lse = torch.logsumexp(torch.cat((y, x, y), dim=-1), dim=-1)
-        return kernelbench, exclusive, products, softmax, total, activated, lse
+        padded = torch.cumsum(torch.nn.functional.pad(x, (1, 0))[:, :-1], dim=1)
+        mean = torch.nn.functional.pad(y, (2, 3), value=1.0).mean(dim=1)
+        return kernelbench, exclusive, products, softmax, total, activated, lse, padded, mean
 
 
 def get_inputs():
