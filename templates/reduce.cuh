@@ -264,7 +264,8 @@ template <class Op> struct Row {
   }
 
   // x[j][s] = element e + j of input slot s (V > 1 only from a vector_head on); Op::fill(s) where
-  // the slot is not read (Op::in_range: a part of a cat, whose rows move element by element).
+  // the slot is not read (Op::in_range: a part of a cat), a vector across the range's edge
+  // element by element.
   template <int V> __device__ __forceinline__ void load_slot(int s, long long e, float (&x)[V][Op::kIn]) const {
     if constexpr (Op::kRanged) {
       if (!Op::in_range(s, e) || !Op::in_range(s, e + V - 1)) {  // (a range is one run)

@@ -380,13 +380,6 @@ class RowCodegen {
         if (ok) break;
       }
     }
-    // A slot read over part of each row moves element by element along it (its vectors would
-    // straddle the range); across rows, element r is in or out of range in all of them.
-    const bool ranged = std::any_of(gr_.slots.begin(), gr_.slots.end(), [](const Slot& sl) { return sl.range.has_value(); });
-    if (ranged) {
-      one_run = false;
-      vec = 1;
-    }
     gr_.row_vector = row_vec;
     return "  static constexpr bool kOneRun = " + std::string(one_run ? "true" : "false") + ";\n" +
            "  static constexpr int kVec = " + std::to_string(vec) + ";\n" + table_fn("inner_stride", inner_) +

@@ -1659,7 +1659,6 @@ TEST(Plan, CatAlongARowIsReadWhereItsPartsLie) {
   EXPECT_EQ(*part.range, (SlotRange{1, 6, "0.0f"}));
   EXPECT_NE(exclusive.op_struct.find("static constexpr bool kRanged = true;"), std::string::npos);
   EXPECT_NE(exclusive.op_struct.find("if (s == 0) return r >= 1LL && r < 6LL;"), std::string::npos) << exclusive.op_struct;
-  EXPECT_NE(exclusive.op_struct.find("static constexpr int kVec = 1;"), std::string::npos);  // element by element
   EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"rowsl", "cr"}));
   EXPECT_EQ(p.groups[1].slots[0].layout.sizes, (std::vector<int64_t>{3, 7}));
   EXPECT_EQ(*p.groups[1].slots[0].range, (SlotRange{1, 7, "0.0f"}));
