@@ -8,8 +8,9 @@ class Model(nn.Module):
     it, or its last column), a cumprod after a column of ones, softmaxes over two tensors joined
     along the rows (misaligned parts; aligned ones, moved as vectors), a sum over a middle
     dimension that two tensors share with the ReLU of the cat after it (the cat then written by
-    the row kernel), a logsumexp over three parts; the exclusive cumsum written with F.pad, and a
-    mean over rows padded with ones; at sizes that are multiples of nothing but the aligned parts."""
+    the row kernel), a logsumexp over three parts; the exclusive cumsum written with F.pad, a
+    mean over rows padded with ones; rolls (cats of slices) along the rows, along two dimensions
+    and flattened; at sizes that are multiples of nothing but the aligned parts."""
 
     def forward(self, x, y, p, q, a, b):
         zeros = torch.zeros_like(x.select(1, 0).unsqueeze(1))
@@ -25,7 +26,8 @@ class Model(nn.Module):
         lse = torch.logsumexp(torch.cat((y, x, y), dim=-1), dim=-1)
         padded = torch.cumsum(torch.nn.functional.pad(x, (1, 0))[:, :-1], dim=1)
         mean = torch.nn.functional.pad(y, (2, 3), value=1.0).mean(dim=1)
-        return kernelbench, exclusive, products, softmax, aligned, total, activated, lse, padded, mean
+        rolled = torch.cumsum(torch.roll(x, 5, 1), dim=1) + torch.roll(x, (2, -3), (0, 1)) + torch.roll(x, 11)
+        return kernelbench, exclusive, products, softmax, aligned, total, activated, lse, padded, mean, rolled
 
 
 def get_inputs():

@@ -209,12 +209,26 @@ def _copy(self, src, non_blocking=False):
     return src.to(self.dtype).expand(self.shape).clone()
 
 
+def _roll(x, shifts, dims=()):
+    """roll as a cat of two slices per rolled dimension, which the planner reads where they lie
+    (in an elementwise kernel, or in the loads of a row op along that dimension), instead of
+    torch's gather by a computed index; without dims, the flattened tensor rolled."""
+    if not dims:
+        return _roll(x.reshape(-1), shifts, [0]).view(x.shape)
+    for shift, d in zip(shifts, dims):
+        n = x.shape[d]
+        shift = shift % n if n else 0
+        if shift:
+            x = torch.cat((x.narrow(d, n - shift, shift), x.narrow(d, 0, n - shift)), dim=d)
+    return x
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
     max and min over a dimension as their value and index reductions, any and all as a float
-    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather, and
-    copy_ into a tensor as its source broadcast and converted."""
+    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather,
+    copy_ into a tensor as its source broadcast and converted, and roll as cats of slices."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -237,4 +251,5 @@ def decompositions():
     table[torch.ops.aten.index_select.default] = _index_select
     table[torch.ops.aten.embedding.default] = _embedding
     table[torch.ops.aten.copy.default] = _copy
+    table[torch.ops.aten.roll.default] = _roll
     return table

@@ -286,6 +286,23 @@ def test_norm_decompositions_match_torch(make, shape, mean, spread, tol):
         torch.testing.assert_close(exported.state_dict()[name], want, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("shifts, dims", [(1, 1), (-3, 0), (40, -1), (0, 1), ((2, -3), (0, 1)), (5, None)])
+def test_roll_is_cats_of_slices(shifts, dims):
+    # roll written as cats of slices (one per rolled dimension, none for a shift of a whole
+    # period) computes what torch does, the flattened roll without dims too.
+    class Roll(torch.nn.Module):
+        def forward(self, x):
+            return torch.roll(x, shifts, dims) if dims is not None else torch.roll(x, shifts)
+
+    x = torch.randn(7, 37)
+    exported = torch.export.export(Roll(), (x,)).run_decompositions(decompose.decompositions()).module()
+    assert torch.equal(exported(x), Roll()(x))
+    ops = {n.target for n in exported.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.gather.default not in ops
+    rolled = 0 if shifts in (0, 37) else len(shifts) if isinstance(shifts, tuple) else 1
+    assert sum(n.target == torch.ops.aten.cat.default for n in exported.graph.nodes) == rolled
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none", "ignore_index": 3}])
 def test_cross_entropy_decomposition_matches_torch(kwargs):
     # nll_loss written out as a gather and float sums computes what torch does, ignored targets too.

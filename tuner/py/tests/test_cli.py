@@ -215,8 +215,9 @@ GPU_FAMILY_PLANS = {
     "cat_forms.py": ["reduce"] + ["elementwise"] * 8,  # the exclusive cumsum reads the cat's parts
     # Rows of cats read part by part: two exclusive cumsums, a cumprod after ones (its part
     # y * 0.5 + 0.75 written first), two softmaxes over two tensors, a sum over a middle dimension
-    # with the ReLU of the cat after it, a logsumexp; two pads read alike.
-    "rows_cat.py": ["reduce"] * 2 + ["elementwise"] + ["reduce"] * 7,
+    # with the ReLU of the cat after it, a logsumexp; two pads read alike; the roll along the rows
+    # in its cumsum's loads, the roll along two dimensions (the first written) with the sums.
+    "rows_cat.py": ["reduce"] * 2 + ["elementwise"] + ["reduce"] * 8 + ["elementwise"] * 2,
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
     "rank7_broadcast.py": ["reduce"],
