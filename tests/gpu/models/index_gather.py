@@ -5,9 +5,10 @@ import torch.nn as nn
 class Model(nn.Module):
     """Reads by index, as models write them: a relative position bias table indexed by a flattened
     int64 buffer (Swin), an embedding, index_select along the last dimension, and a middle
-    dimension picked by a constant 2-D index with negative entries, torch.roll (shifted indices
-    in int64, fmod), each followed by a little arithmetic, at sizes that are multiples of
-    nothing; and a mean restrided by as_strided (adaptive_avg_pool1d's decomposition)."""
+    dimension picked by a constant 2-D index with negative entries, rows picked by shifted
+    indices wrapped around (int64 arange and fmod), torch.roll (cats of slices), each followed by
+    a little arithmetic, at sizes that are multiples of nothing; and a mean restrided by
+    as_strided (adaptive_avg_pool1d's decomposition)."""
 
     def __init__(self):
         super().__init__()
@@ -22,7 +23,8 @@ class Model(nn.Module):
         rows = x[:, torch.tensor([[0, -1], [4, -7]])] - 0.5
         pooled = nn.functional.adaptive_avg_pool1d(x, 1).squeeze(-1)
         rolled = torch.roll(x, shifts=(-3, 2), dims=(1, 2)) * 3.0
-        return bias, words, picked, rows, pooled, rolled
+        wrapped = x[:, torch.fmod(torch.arange(9, device=x.device) + 4, 9)] + 2.0
+        return bias, words, picked, rows, pooled, rolled, wrapped
 
 
 def get_inputs():
