@@ -1671,6 +1671,19 @@ TEST(Plan, CatAlongARowIsReadWhereItsPartsLie) {
   const Group back = Group::from_json(softmax.to_json());
   EXPECT_EQ(*back.slots[1].range, *softmax.slots[1].range);
 
+  // A slice starting inside the first part and ending inside the second moves both ranges.
+  G sliced;
+  sliced.value("x", {4, 6}, "input").value("y", {4, 3}, "input");
+  sliced.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("y")}), 1}, {4, 9});
+  sliced.node("sl", "aten.slice.Tensor", {G::ref("c"), 1, 2, 8}, {4, 6});
+  sliced.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("sl"), json::array({1})}, {4});
+  const Plan ps = plan_graph(sliced.build({"s"}));
+  ASSERT_EQ(ps.groups.size(), 1u);
+  EXPECT_EQ(ps.groups[0].slots[0].layout.offset, 2);  // x[i][j + 2] at column j of the slice
+  EXPECT_EQ(*ps.groups[0].slots[0].range, (SlotRange{0, 4, "0.0f"}));
+  EXPECT_EQ(ps.groups[0].slots[1].layout.offset, -4);  // y[i][j - 4]
+  EXPECT_EQ(*ps.groups[0].slots[1].range, (SlotRange{4, 6, "0.0f"}));
+
   // F.pad along the row is a cat of the input between constants: the exclusive cumsum written
   // with a pad, and a mean over a row padded with 1 on both sides.
   G padded;
