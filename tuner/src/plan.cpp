@@ -208,6 +208,12 @@ const Layout& Planner::float_copy(const std::string& v, const Node& n) {
 
 void Planner::visit(const Node& n) {
   const ValueInfo& out = g_.value(n.name);
+  // A waiting cat is computed for any reader but a view (forward) and a reduction or scan
+  // (rows_over), which may read it otherwise.
+  if (!is_view_op(n.op) && !is_reduction_op(n.op) && n.op != "aten.cumsum.default" && n.op != "aten.cumprod.default")
+    for_each_ref(n, [&](const std::string& v) {
+      if (cats_.count(v)) realize_cat(v);
+    });
   if (out.kind == "tuple" && pool_returns_indices(n.op)) {  // lowered where its values are taken
     tuples_[n.name] = &n;
     return;
@@ -231,12 +237,6 @@ void Planner::visit(const Node& n) {
   if (!identity_or_view && !is_elementwise_op(n.op))
     for_each_ref(n, [&](const std::string& v) {
       if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
-    });
-  // A waiting cat is computed for any reader but a view (forward) and a reduction or scan
-  // (rows_over), which may read it otherwise.
-  if (!is_view_op(n.op) && !is_reduction_op(n.op) && n.op != "aten.cumsum.default" && n.op != "aten.cumprod.default")
-    for_each_ref(n, [&](const std::string& v) {
-      if (cats_.count(v)) realize_cat(v);
     });
   if (n.op == "aten.cat.default") return add_cat(n, out);
   if (n.op == "aten.constant_pad_nd.default") return add_pad(n, out);

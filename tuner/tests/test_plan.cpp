@@ -1671,6 +1671,21 @@ TEST(Plan, CatAlongARowIsReadWhereItsPartsLie) {
   const Group back = Group::from_json(softmax.to_json());
   EXPECT_EQ(*back.slots[1].range, *softmax.slots[1].range);
 
+  // A waiting cat that a later op reads through a tuple (max pooling with indices) is computed
+  // when that op is visited.
+  G pooled;
+  pooled.value("x", {2, 3, 8, 8}, "input").value("y", {2, 3, 8, 4}, "input");
+  pooled.node("c", "aten.cat.default", {json::array({G::ref("x"), G::ref("y")}), 3}, {2, 3, 8, 12});
+  pooled.node("sl", "aten.slice.Tensor", {G::ref("c"), 3, 0, -1}, {2, 3, 8, 11});
+  pooled.node("cs", "aten.cumsum.default", {G::ref("sl"), 3}, {2, 3, 8, 11});
+  pooled.node("mp", "aten.max_pool2d_with_indices.default", std::vector<json>{G::ref("c"), json::array({2, 2})}, {})
+      .value("mp", {}, "tuple")
+      .node("v", "getitem", std::vector<json>{G::ref("mp"), 0}, {2, 3, 4, 6});
+  const Plan pm = plan_graph(pooled.build({"cs", "v"}));
+  ASSERT_EQ(pm.groups.size(), 3u);
+  EXPECT_EQ(pm.groups[0].nodes, (std::vector<std::string>{"sl", "cs"}));
+  EXPECT_EQ(pm.groups[1].nodes, (std::vector<std::string>{"c"}));
+
   // A slice starting inside the first part and ending inside the second moves both ranges.
   G sliced;
   sliced.value("x", {4, 6}, "input").value("y", {4, 3}, "input");
