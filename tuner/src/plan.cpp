@@ -210,7 +210,7 @@ void Planner::visit(const Node& n) {
   const ValueInfo& out = g_.value(n.name);
   // A waiting cat is computed for any reader but a view (forward) and a reduction or scan
   // (rows_over), which may read it otherwise.
-  if (!is_view_op(n.op) && !is_reduction_op(n.op) && n.op != "aten.cumsum.default" && n.op != "aten.cumprod.default")
+  if (!is_view_op(n.op) && !is_reduction_op(n.op) && !is_scan_op(n.op))
     for_each_ref(n, [&](const std::string& v) {
       if (cats_.count(v)) realize_cat(v);
     });
@@ -272,7 +272,7 @@ void Planner::visit(const Node& n) {
     add_elementwise(n, out);
   } else if (is_reduction_op(n.op)) {
     add_reduction(n, out);
-  } else if (n.op == "aten.cumsum.default" || n.op == "aten.cumprod.default") {
+  } else if (is_scan_op(n.op)) {
     add_scan(n, out);
   } else if (is_pool_op(n.op)) {
     add_pool(n, n.name, out);
@@ -439,10 +439,10 @@ void Planner::realize_cat(const std::string& v) {
 }
 
 bool Planner::view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape) {
+  if (n.op != "aten.slice.Tensor" || shape.size() != cats_.at(in).shape.size()) return false;
   PendingCat c = cats_.at(in);
   const int64_t d = c.dim;
   const Layout whole = Layout::contiguous("", c.shape);
-  if (n.op != "aten.slice.Tensor" || shape.size() != c.shape.size()) return false;
   const auto box = apply_view(n, whole, shape);
   if (!box || box->strides[d] != whole.strides[d]) return false;  // not a step of 1 along d
   for (auto& [key, l] : c.step.loaded_operands) {  // each part's view sliced alike
@@ -486,8 +486,10 @@ void Planner::add_pad(const Node& n, const ValueInfo& out) {
   if (constants_.count(in)) unsupported(n, "padding a constant is not lowered");
   if (fused_.count(in)) materialize(in);  // read at other elements than the result's
   const Layout& l = operand(in, n);
+  const std::string value = float_literal(fill.is_null() ? 0.0 : number(fill));
+  if (pad_as_cat(n, pad, value, l, out.shape)) return;
   Step step{&n, next_var(), false, {}, {{in, Layout{l.base, out.shape, l.strides, l.offset}}}};
-  step.pad_value = float_literal(fill.is_null() ? 0.0 : number(fill));
+  step.pad_value = value;
   for (size_t i = 0; i < pad.size() / 2; ++i) {  // pairs from the last dimension backwards
     const int64_t d = rank - 1 - (int64_t)i, low = pad[2 * i];
     if (low == 0 && pad[2 * i + 1] == 0) continue;
@@ -496,7 +498,6 @@ void Planner::add_pad(const Node& n, const ValueInfo& out) {
     step.pad_shift += low * l.strides[d];
   }
   if (step.pad_inside.empty()) step.pad_inside = "true";
-  if (pad_as_cat(n, pad, step.pad_value, l, out.shape)) return;
   const int target = chain_group(out.shape, producer_.at(l.base), 1);
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));
@@ -512,7 +513,7 @@ bool Planner::pad_as_cat(const Node& n, const std::vector<int64_t>& pad, const s
     low = pad[2 * i];
     high = pad[2 * i + 1];
   }
-  if (d < 0 || low < 0 || high < 0) return false;
+  if (d < 0 || low < 0 || high < 0 || !cat_waits(n.name, d)) return false;
   Step step{&n, next_var(), false, {}, {}};
   step.cat_at = coordinate_expr(shape, d);
   auto constant = [&](int64_t end) {
@@ -525,7 +526,6 @@ bool Planner::pad_as_cat(const Node& n, const std::vector<int64_t>& pad, const s
   step.loaded_operands[key] = Layout{in.base, shape, in.strides, in.offset};
   step.cat.push_back(Step::CatPart{key, low + in.sizes[d], low * in.strides[d]});
   if (high > 0) constant(shape[d]);
-  if (!cat_waits(n.name, d)) return false;
   cats_[n.name] = PendingCat{std::move(step), shape, d, producer_.at(in.base)};
   return true;
 }

@@ -18,6 +18,8 @@ bool is_reduction_op(const std::string& op) {
 
 bool is_arg_reduction(const std::string& op) { return op == "aten.argmax.default" || op == "aten.argmin.default"; }
 
+bool is_scan_op(const std::string& op) { return op == "aten.cumsum.default" || op == "aten.cumprod.default"; }
+
 namespace {
 
 struct Reduction {
@@ -52,7 +54,7 @@ std::optional<Reduction> reduction_of(const Node& n, int64_t rank, std::string& 
 }  // namespace
 
 std::optional<std::vector<bool>> row_dims(const Node& n, int64_t rank) {
-  if (n.op == "aten.cumsum.default" || n.op == "aten.cumprod.default") {
+  if (is_scan_op(n.op)) {
     const json& dim = node_arg(n, 1, "dim");
     int64_t d = is_number(dim) ? (int64_t)number(dim) : rank;
     if (d < 0) d += rank;
@@ -81,7 +83,7 @@ bool Planner::cat_waits(const std::string& v, int64_t dim) const {
     bool reads = false;
     for_each_ref(m, [&](const std::string& r) { reads |= r == v; });
     if (!reads) continue;
-    if (!is_value_ref(m.args.at(0)) || value_ref(m.args.at(0)) != v) return false;
+    if (m.args.empty() || !is_value_ref(m.args.at(0)) || value_ref(m.args.at(0)) != v) return false;
     if (m.op == "aten.slice.Tensor") return cat_waits(m.name, dim);
     const auto reduced = row_dims(m, (int64_t)shape.size());
     return reduced && along_cat(*reduced, dim, shape);

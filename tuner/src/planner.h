@@ -20,6 +20,8 @@ int64_t numel_of(const std::vector<int64_t>& shape);
 bool is_reduction_op(const std::string& op);
 // argmax / argmin: reductions whose result is an int64 index.
 bool is_arg_reduction(const std::string& op);
+// cumsum / cumprod.
+bool is_scan_op(const std::string& op);
 // The dimensions whose elements make a row of row op n (a reduction or a scan) over an input of
 // `rank` dimensions; empty for any other op.
 std::optional<std::vector<bool>> row_dims(const Node& n, int64_t rank);
