@@ -94,7 +94,12 @@ Planner::Planner(const Graph& g) : g_(g) {
       producer_[name] = -1;
     }
   }
-  for (const Node& n : g.nodes) for_each_ref(n, [&](const std::string& v) { ++pending_users_[v]; });
+  for (const Node& n : g.nodes)
+    for_each_ref(n, [&](const std::string& v) {
+      ++pending_users_[v];
+      std::vector<const Node*>& r = readers_[v];
+      if (r.empty() || r.back() != &n) r.push_back(&n);
+    });
   for (const std::string& v : g.outputs) kept_.insert(v);
   for (const json& m : g.mutations) kept_.insert(m.at("value").get<std::string>());
 }
@@ -107,6 +112,13 @@ void Planner::for_each_ref(const Node& n, const std::function<void(const std::st
   };
   walk(n.args);
   for (const auto& [k, v] : n.kwargs.items()) walk(v);
+}
+
+// The nodes reading v, each once, in graph order.
+const std::vector<const Node*>& Planner::readers_of(const std::string& v) const {
+  static const std::vector<const Node*> none;
+  const auto it = readers_.find(v);
+  return it == readers_.end() ? none : it->second;
 }
 
 Plan Planner::run() {
@@ -714,10 +726,9 @@ bool Planner::half_storable(const std::string& v, const Node& n, const std::stri
   // Every reader through views: n itself or an elementwise step (which loads half, converting).
   std::vector<std::string> values = {v};
   for (size_t i = 0; i < values.size(); ++i)
-    for (const Node& r : g_.nodes) {
-      bool reads = false;
-      for_each_ref(r, [&](const std::string& x) { reads = reads || x == values[i]; });
-      if (!reads || &r == &n) continue;
+    for (const Node* reader : readers_of(values[i])) {
+      const Node& r = *reader;
+      if (&r == &n) continue;
       if (is_view_op(r.op) || (is_identity_op(r.op) && g_.value(r.name).dtype == "float32")) {
         values.push_back(r.name);
       } else if (!is_elementwise_op(r.op) || r.op == "aten.cat.default" || r.op == "aten.constant_pad_nd.default") {

@@ -79,16 +79,13 @@ bool along_cat(const std::vector<bool>& reduced, int64_t dim, const std::vector<
 
 bool Planner::cat_waits(const std::string& v, int64_t dim) const {
   const std::vector<int64_t>& shape = g_.value(v).shape;
-  for (const Node& m : g_.nodes) {
-    bool reads = false;
-    for_each_ref(m, [&](const std::string& r) { reads |= r == v; });
-    if (!reads) continue;
-    if (m.args.empty() || !is_value_ref(m.args.at(0)) || value_ref(m.args.at(0)) != v) return false;
-    if (m.op == "aten.slice.Tensor") return cat_waits(m.name, dim);
-    const auto reduced = row_dims(m, (int64_t)shape.size());
-    return reduced && along_cat(*reduced, dim, shape);
-  }
-  return false;
+  const std::vector<const Node*>& readers = readers_of(v);
+  if (readers.empty()) return false;
+  const Node& m = *readers.front();
+  if (m.args.empty() || !is_value_ref(m.args.at(0)) || value_ref(m.args.at(0)) != v) return false;
+  if (m.op == "aten.slice.Tensor") return cat_waits(m.name, dim);
+  const auto reduced = row_dims(m, (int64_t)shape.size());
+  return reduced && along_cat(*reduced, dim, shape);
 }
 
 // Whether `shape` is the shape of a row of group gi, with or without the reduced dimensions kept.

@@ -87,6 +87,8 @@ class Planner {
   // Whether cat v (along `dim`) waits for its first reader: a row op along dim (along_cat), or a
   // slice that waits for its own. The readers after that row op find v in its row group.
   bool cat_waits(const std::string& v, int64_t dim) const;
+  // The nodes reading v (readers_), each once, in graph order.
+  const std::vector<const Node*>& readers_of(const std::string& v) const;
   // Whether view n of waiting cat `in` is a cat too (a slice with steps of 1 along the cat's
   // dimension), made so; false: nothing done.
   bool view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape);
@@ -224,6 +226,7 @@ class Planner {
   std::map<std::string, const Node*> tuples_;     // max pooling with indices or a split, until getitem
   std::deque<Node> synthetic_;                // ops planned in place of others (a split's part: a slice)
   std::map<std::string, int> pending_users_;  // value -> nodes reading it not planned yet
+  std::map<std::string, std::vector<const Node*>> readers_;  // value -> nodes reading it, in graph order
   std::set<std::string> kept_;                // the model's outputs and new state: always written
   std::map<std::string, std::string> conversions_;  // half tensor in memory -> its float32 conversion
   std::map<std::string, std::string> stored_half_;  // float32 value stored in half -> that dtype
