@@ -325,6 +325,10 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
       Fused view = f;
       view.shape = shape;
       fused_[n.name] = view;
+      if (memory_.count(in)) {  // a written row statistic (materialize): the view reads it there too
+        memory_[n.name] = *apply_view(n, memory_.at(in), shape);
+        producer_[n.name] = producer_.at(memory_.at(in).base);
+      }
       return;
     }
     // A transpose (or similar) of a fused value: write it, then view memory.
@@ -897,7 +901,9 @@ void Planner::materialize(const std::string& value) {
   groups_[f.group].group.outputs.push_back(fused_output(value, value));
   memory_[value] = Layout::contiguous(value, f.shape);
   producer_[value] = f.group;
-  fused_.erase(value);
+  // A row statistic stays in its group's registers too: a later per-row step of that group (a
+  // BatchNorm's running mean from the mean that the normalisation reads) computes from it there.
+  if (!is_row_group(f.group) || f.level != Level::Reduced) fused_.erase(value);
 }
 
 bool Planner::materialize_flipped(const Node& n, const std::string& v) {

@@ -200,7 +200,8 @@ class Planner {
 
   std::string next_var() { return "v" + std::to_string(var_count_++); }
 
-  // Makes a fused value an output of its group so that later groups read it from memory.
+  // Makes a fused value an output of its group so that later groups read it from memory (a row
+  // statistic stays fused as well, for later per-row steps of its group).
   void materialize(const std::string& value);
   // flip(v), node n, of a per-element value v of a row group: the group stores the flip's
   // result itself, each element where the flip puts it, and v is that memory read through the

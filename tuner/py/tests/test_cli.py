@@ -119,6 +119,10 @@ EXPECTED_PLANS = {
     # LayerNorm and GroupNorm written out at capture (one-pass shifted moments, rsqrt, affine).
     "linear_layernorm_silu": [("gemm", 1), ("reduce", 19)],
     "groupnorm": [("reduce", 17)],
+    # BatchNorm in training mode: the counter (int64); the per-sample partial moments; the
+    # channel statistics with the running mean and variance updated in the same kernel; the
+    # normalisation.
+    "batchnorm_train": [("elementwise", 1), ("reduce", 10), ("reduce", 17), ("elementwise", 4)],
     # A loss over a whole tensor: one row (reduce_split shares it among blocks).
     "smooth_l1_loss": [("reduce", 9)],
     # Pooling: one value of an elementwise chain, reading its windows.
@@ -233,7 +237,9 @@ GPU_FAMILY_PLANS = {
     "half_gemm_forms.py": ["gemm"] * 4,  # half operands read as they are (an activation stored in half): no conversions
     "half_mn_forms.py": ["gemm"] * 5,  # B read MN-major: no conversions
     "norms_batch_eval_instance.py": ["conv", "elementwise", "elementwise", "reduce"],
-    "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "elementwise", "reduce"],
+    # The counters; the 2-D BatchNorm's partial moments, then its statistics with the running
+    # ones updated from them in the same kernel; its normalisation; the 1-D BatchNorm whole.
+    "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "reduce"],
     # The concatenation of x and the hidden state, i2h with its tanh (the new hidden state) and the
     # decay's product in its epilogue, h2o, the decay's sum (its new level).
     "hidden_state.py": ["elementwise", "gemm", "gemm", "elementwise"],
