@@ -55,13 +55,33 @@ def tensor_meta(t):
 
 
 def source_of(node, model_path):
+    return trace_source(node.meta.get("stack_trace") or "", model_path)
+
+
+def trace_source(trace, model_path):
     """Point at the user's own line when there is one: that is what a person reading a report wants."""
-    frames = parse_frames(node.meta.get("stack_trace") or "")
+    frames = parse_frames(trace)
     if not frames:
         return ""
     mine = [f for f in frames if os.path.realpath(f[0]) == os.path.realpath(model_path)]
     file, line, code = (mine or frames)[-1]
     return f"{os.path.basename(file)}:{line}: {code}"
+
+
+def check_static_sizes(ep, model_path):
+    """torch.export gives a size it cannot know before running (nonzero's, masked_select's, a
+    number read out of a tensor) a symbol; no kernel plan fixed ahead can lower that."""
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        symbolic = any(isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) or
+                       (isinstance(v, torch.Tensor) and not all(isinstance(d, int) for d in v.shape))
+                       for v in vals)
+        if symbolic and node.op == "call_function":
+            where = source_of(node, model_path)
+            raise UserError(f"{op_name(node.target)}" + (f" ({where})" if where else "") +
+                            " has a size or value that depends on the data forward computes; fusetune lowers one "
+                            "fixed graph of kernels, so write forward without it")
 
 
 def describe_values(ep):
@@ -201,7 +221,24 @@ def _changed_in_place(model, message, originals):
             if (t := _plain_tensor(model, path)) is not None and not _same_bits(t, before)}
 
 
-def _export(model, inputs, base, originals):
+_RAISED = "The following call raised this error:"  # torch.export's message: the user's frames follow
+
+
+def export_error(e, model_path):
+    """torch.export's failure in one line, with the model's line that raised it; forward branching on
+    (or sizing a tensor by) values it computes says so, since no fixed kernel plan can lower that."""
+    text = str(e)
+    where = trace_source(text[text.index(_RAISED):], model_path) if _RAISED in text else ""
+    if "data-dependent" in first_line(e):
+        why = ("forward's control flow or a tensor's size depends on values it computes"
+               + (f" ({where})" if where else "") +
+               "; fusetune lowers one fixed graph of kernels, so write forward without that branch or size")
+    else:
+        why = first_line(e) + (f" ({where})" if where else "")
+    return f"torch.export could not capture {os.path.basename(model_path)}: {why}"
+
+
+def _export(model, inputs, model_path, originals):
     """(decomposed program, {}, created), or (None, state, created) where state maps the paths of
     the plain tensor attributes forward assigns or changes in place to the tensors they held
     before, which the caller has to make buffers first. created: the attributes forward assigns a
@@ -218,12 +255,12 @@ def _export(model, inputs, base, originals):
     except Exception as e:
         found = _changed_in_place(model, str(e), originals)
         if not found:
-            raise UserError(f"torch.export could not capture {base}: {first_line(e)}") from None
+            raise UserError(export_error(e, model_path)) from None
         return None, found, []
     return (None if state else ep), state, [path for path in assigned if path not in state]
 
 
-def export_graph(model, inputs, base):
+def export_graph(model, inputs, model_path):
     """(program, state): state lists the plain tensor attributes forward reassigns or changes in
     place (a recurrent model's hidden state), which become non-persistent buffers of model so that
     the program updates them. A tensor forward stores in an attribute __init__ did not create as a
@@ -233,7 +270,8 @@ def export_graph(model, inputs, base):
     originals = {f"{owner}.{name}".lstrip("."): t.clone() for owner, m in model.named_modules()
                  for name, t in vars(m).items() if isinstance(t, torch.Tensor)}
     state = []
-    ep, found, created = _export(model, inputs, base, originals)
+    base = os.path.basename(model_path)
+    ep, found, created = _export(model, inputs, model_path, originals)
     for path in created:
         print(f"note: {base}: forward stores a tensor in self.{path}, which __init__ does not create as a tensor; "
               "ModelNew does not keep it (create it in __init__ for state kept from call to call)", file=sys.stderr)
@@ -242,7 +280,7 @@ def export_graph(model, inputs, base):
             before.copy_(originals[path])
         keep_as_buffers(model, found)
         state += found
-        ep, found, _ = _export(model, inputs, base, originals)
+        ep, found, _ = _export(model, inputs, model_path, originals)
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)
@@ -315,7 +353,8 @@ def capture(model_path, out_dir, seed, program=True):
     model, inputs, init_args = build_model_and_inputs(module, seed)
     check_input_dtypes(base, inputs)
     training = bool(model.training)
-    ep, state = export_graph(model, inputs, base)
+    ep, state = export_graph(model, inputs, model_path)
+    check_static_sizes(ep, model_path)
     outputs, mutations = describe_outputs(ep)
     doc = {
         "format": FORMAT, "version": VERSION,

@@ -187,7 +187,14 @@ def get_init_inputs():
     (_model("return x", "[torch.randn(3)]", init="[1]"),
      "error: model.py: Model(*get_init_inputs()) failed: TypeError"),
     (_model("return x * 2 if x.sum() > 0 else x", "[torch.randn(3)]"),
-     "error: torch.export could not capture model.py: "),
+     "error: torch.export could not capture model.py: forward's control flow or a tensor's size depends on values "
+     "it computes (model.py:11: return x * 2 if x.sum() > 0 else x); fusetune lowers one fixed graph of kernels, "
+     "so write forward without that branch or size"),
+    # A size torch.export cannot know before running: a symbol in the graph.
+    (_model("return torch.nonzero(x).float().sum() + x", "[torch.randn(3)]"),
+     "error: aten.nonzero.default (model.py:11: return torch.nonzero(x).float().sum() + x) has a size or value "
+     "that depends on the data forward computes; fusetune lowers one fixed graph of kernels, so write forward "
+     "without it"),
 ])
 def test_user_errors(cli, write_model, tmp_path, body, message):
     out = tmp_path / "work"
