@@ -83,6 +83,17 @@ void mark_twins(const Graph& g, Plan& plan) {
   }
 }
 
+// Ops drawing random numbers (torch.randn in forward, rand_like, bernoulli, ...): PyTorch's
+// generator state decides their values, which no kernel of ours can reproduce.
+bool draws_random(const std::string& op) {
+  static const char* const kPrefixes[] = {"aten.rand", "aten.normal", "aten.bernoulli", "aten.uniform",
+                                          "aten.exponential", "aten.multinomial", "aten.poisson",
+                                          "aten.cauchy", "aten.geometric", "aten.log_normal"};
+  for (const char* p : kPrefixes)
+    if (op.rfind(p, 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 Planner::Planner(const Graph& g) : g_(g) {
@@ -233,6 +244,9 @@ void Planner::visit(const Node& n) {
   if (n.op == "aten.native_dropout.default")  // torch.export leaves it only where it keeps some elements
     unsupported(n, "dropout in training mode draws random numbers, which no kernel can match element for element; "
                    "tune the model in eval mode (self.eval() in its __init__) or with p = 0");
+  if (draws_random(n.op))
+    unsupported(n, "forward draws random numbers, which no kernel can match element for element; create the "
+                   "tensor in __init__ (a buffer) or take it from get_inputs()");
   if (out.kind == "tuple" && (n.op == "aten.split_with_sizes.default" || n.op == "aten.split.Tensor")) {
     tuples_[n.name] = &n;  // its parts are slices, taken where getitem takes them
     return;

@@ -1878,6 +1878,22 @@ TEST(Plan, RandomDropoutIsRefusedWithTheWayOut) {
                                  "element; tune the model in eval mode (self.eval() in its __init__) or with p = 0");
 }
 
+// A random tensor made in forward (KernelBench's LSTMs draw h0 with torch.randn there), or one
+// like an input: refused as random, with the way out, not as an op no family lowers.
+TEST(Plan, RandomNumbersInForwardAreRefusedWithTheWayOut) {
+  const std::string why = "forward draws random numbers, which no kernel can match element for element; create the "
+                          "tensor in __init__ (a buffer) or take it from get_inputs()";
+  G made;
+  made.value("x", {2, 3}, "input");
+  made.node("h", "aten.randn.default", {json::array({2, 3})}, {2, 3});
+  made.node("y", "aten.add.Tensor", {G::ref("x"), G::ref("h")}, {2, 3});
+  expect_refusal(made.build({"y"}), why);
+  G like;
+  like.value("x", {2, 3}, "input");
+  like.node("b", "aten.bernoulli.p", {G::ref("x"), 0.5}, {2, 3});
+  expect_refusal(like.build({"b"}), why);
+}
+
 TEST(Plan, RepeatIsACopyReadingTheTileWithStrideZero) {
   // InstanceNorm's parameters repeated per sample: [6] -> [18], then a second repeat of a
   // [2, 3] over [2, 2] (a leading dimension added, the other repeated), and one over 4 dimensions.
