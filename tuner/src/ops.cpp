@@ -202,7 +202,8 @@ const std::map<std::string, Emit>& int64_table() {
 
 bool is_int64_op(const std::string& op) {
   static const std::set<std::string> ops = {"aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
-                                            "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default", "aten.where.self"};
+                                            "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default", "aten.where.self",
+                                            "aten._to_copy.default"};
   return ops.count(op) > 0 || int64_table().count(op) > 0;
 }
 
@@ -235,6 +236,8 @@ std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64) {
   if (n.op == "aten._to_copy.default" && n.kwargs.contains("dtype")) {  // x.half(), x.bfloat16(): a rounding
     const std::string to = n.kwargs.at("dtype").value("dtype", "");
     if (is_half(to)) return "fusetune::round_" + half_suffix(to) + "((float)" + req(arg, 0, "self") + ")";
+    if (to == "bool") return "(float)(" + req(arg, 0, "self") + " != 0)";  // bools are 0 / 1 in kernels
+    if (to == "int64") return "(long long)(" + req(arg, 0, "self") + ")";   // toward zero, as PyTorch
   }
   if (const auto it = int64_table().find(n.op); int64 && it != int64_table().end()) return it->second(arg);
   const auto it = table().find(n.op);

@@ -284,8 +284,10 @@ void Planner::visit(const Node& n) {
   if (is_identity_op(n.op)) {
     const json& dtype = n.kwargs.contains("dtype") ? n.kwargs.at("dtype") : json();
     const std::string in = value_ref(n.args.at(0));
-    if (!dtype.is_null() && is_half(dtype.value("dtype", ""))) return add_elementwise(n, out);  // a rounding
-    if (!dtype.is_null() && dtype.value("dtype", "") != "float32") unsupported(n, "only float32 copies are fused");
+    const std::string to = dtype.is_null() ? g_.value(in).dtype : dtype.value("dtype", "");
+    // A rounding to half, a truth (x != 0) as bool, a truncation to int64: computed.
+    if (is_half(to) || (to != g_.value(in).dtype && (to == "bool" || to == "int64"))) return add_elementwise(n, out);
+    if (to != "float32" && to != g_.value(in).dtype) unsupported(n, "a conversion to " + to + " is not lowered");
     if (g_.value(in).dtype == "int64" && out.dtype != "int64")
       return add_elementwise(n, out);  // a conversion: computed, not a view of the int64 memory
     // A half tensor's float32 conversion is the half memory itself until a kernel that reads

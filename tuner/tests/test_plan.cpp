@@ -234,6 +234,31 @@ TEST(Plan, Int64ToFloatCopyIsAConversion) {
       << g.op_struct;
 }
 
+// x.bool() is x != 0 (0 / 1, as kernels hold bools: KernelBench's triu(ones(...)).bool() masks),
+// x.long() truncates toward zero as PyTorch does, and a copy to the dtype the tensor has is a view.
+TEST(Plan, ConversionsToBoolAndInt64AreComputed) {
+  const json to_bool{{"dtype", {{"dtype", "bool"}}}}, to_int64{{"dtype", {{"dtype", "int64"}}}};
+  G b;
+  b.value("x", {5, 7}, "input").value("i", {5, 7}, "input", "int64");
+  b.node("m", "aten._to_copy.default", {G::ref("x")}, {5, 7}, to_bool).values_dtype("m", "bool");
+  b.node("f", "aten.mul.Tensor", {G::ref("x"), G::ref("m")}, {5, 7});
+  b.node("t", "aten._to_copy.default", {G::ref("x")}, {5, 7}, to_int64).values_dtype("t", "int64");
+  b.node("j", "aten._to_copy.default", {G::ref("i")}, {5, 7}, to_int64).values_dtype("j", "int64");
+  b.node("s", "aten.add.Tensor", {G::ref("t"), G::ref("j")}, {5, 7}).values_dtype("s", "int64");
+  const Plan p = plan_graph(b.build({"f", "s"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& g = p.groups[0];
+  EXPECT_EQ(g.nodes, (std::vector<std::string>{"m", "f", "t", "s"}));  // j: i itself
+  EXPECT_NE(g.op_struct.find("const float v0 = (float)(x[0] != 0);"), std::string::npos) << g.op_struct;
+  EXPECT_NE(g.op_struct.find("const long long v2 = (long long)(x[0]);"), std::string::npos) << g.op_struct;
+  EXPECT_EQ(g.outputs.at(1).dtype, "int64");
+  G other;
+  other.value("x", {3}, "input");
+  other.node("d", "aten._to_copy.default", {G::ref("x")}, {3}, json{{"dtype", {{"dtype", "int32"}}}})
+      .values_dtype("d", "int32");
+  expect_refusal(other.build({"d"}), "a conversion to int32 is not lowered");
+}
+
 // A float16 model as capture writes it: the input converted to float32 where it is read (a full
 // input of kind float16: elementwise.cuh loads it as vectors of halves), the chain computed in
 // float32, the result rounded to float16 and stored as such.

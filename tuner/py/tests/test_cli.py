@@ -225,6 +225,9 @@ GPU_FAMILY_PLANS = {
     "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
     "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
     "rank7_broadcast.py": ["reduce"],
+    # The causal mask (triu of ones, .bool()) written once; the masked softmax; the truncation
+    # to int64 and back with the truth of x.
+    "conversions.py": ["elementwise", "reduce", "elementwise"],
     # The input and weight converted to float32 (K = 67: rows the TMA GEMM cannot read), the Linear
     # (its float16 bias loaded and its float16 result stored by its epilogue), one row kernel for
     # the softmax, its bfloat16 rounding and product with y (read as bfloat16) and y's row sum
