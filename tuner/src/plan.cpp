@@ -341,6 +341,7 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
       Fused view = f;
       view.shape = shape;
       fused_[n.name] = view;
+      groups_[f.group].fused_views.push_back(n.name);
       if (memory_.count(in)) {  // a written row statistic (materialize): the view reads it there too
         memory_[n.name] = *apply_view(n, memory_.at(in), shape);
         producer_[n.name] = producer_.at(memory_.at(in).base);
@@ -863,24 +864,23 @@ bool Planner::has_room(int gi, int loads) const {
     for (const auto& [v, l] : s.loaded_operands)
       if (std::find(loaded.begin(), loaded.end(), l) == loaded.end()) loaded.push_back(l);
   std::set<std::string> live;
-  for (const std::string& v : b.group.nodes)
-    if (kept_.count(v) || (pending_users_.count(v) && pending_users_.at(v) > 0)) live.insert(v);
+  for (const auto* values : {&b.group.nodes, &b.fused_views})
+    for (const std::string& v : *values)
+      if (kept_.count(v) || (pending_users_.count(v) && pending_users_.at(v) > 0)) live.insert(v);
   for (const GroupOutput& o : b.group.outputs) live.insert(o.value);
-  const int operands = b.group.family == "elementwise" ? 0 : 2;
+  const int operands = b.group.family == "elementwise" || is_row_group(gi) ? 0 : 2;  // an anchor's A and B
   return operands + (int)loaded.size() + (int)live.size() + loads + 1 <= kMaxSlots;
 }
 
 // Operands of node n that a step in group gi would load anew: not in its registers (nor inlined),
 // nor read by another of its steps already.
 int Planner::new_loads(int gi, const std::vector<std::pair<size_t, std::string>>& operands) const {
-  std::set<std::string> bases;
+  std::set<std::string> loaded;  // each view is a slot of its own (a transpose of x beside x too)
   for (const Step& s : groups_[gi].steps)
-    for (const auto& [v, l] : s.loaded_operands) bases.insert(l.base);
+    for (const auto& [v, l] : s.loaded_operands) loaded.insert(v);
   int loads = 0;
-  for (const auto& [pos, v] : operands) {
-    if (index_values_.count(v) || (fused_.count(v) && fused_.at(v).group == gi)) continue;
-    if (!(memory_.count(v) && bases.count(memory_.at(v).base))) ++loads;
-  }
+  for (const auto& [pos, v] : operands)
+    if (!index_values_.count(v) && !(fused_.count(v) && fused_.at(v).group == gi) && !loaded.count(v)) ++loads;
   return loads;
 }
 

@@ -101,6 +101,9 @@ struct Building {
   // A step reads an index value (arange) as an expression of the linear index idx, which only
   // elementwise and matrix-product groups have: the group never becomes a row group.
   bool reads_index = false;
+  // Views of the group's values held fused (forward): each may be written out too, so has_room
+  // counts the ones still to be read.
+  std::vector<std::string> fused_views;
 
   // The dtype the group reads `base` in from memory: float32 unless typed_values says otherwise.
   std::string dtype_of(const std::string& base) const {

@@ -142,6 +142,7 @@ bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::v
   if (!any_full && is_row_shape(gi, out.shape)) level = Level::Reduced;
   else if (out.shape == r.domain || reshaped) level = Level::Full;
   else return false;
+  if (!has_room(gi, new_loads(gi, operands))) return false;
   for (const auto& [pos, v] : operands) {
     auto it = fused_.find(v);
     if (it == fused_.end() || it->second.group != gi) {
@@ -172,6 +173,7 @@ bool Planner::join_row(int gi, const Node& n, const ValueInfo& out, const std::v
 int Planner::row_group_for(const Fused& f, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
   Building& b = groups_[f.group];
   if (f.phase >= kScanPhase) return -1;  // a scanned value exists in the final pass only
+  if (!has_room(f.group, 0)) return -1;    // no slot left for the result
   if (is_row_group(f.group))
     return b.row.domain == shape && b.row.reduced == reduced && f.level == Level::Full && fits_domain(f.group, f) ? f.group : -1;
   if (b.group.family != "elementwise" || b.reads_index || b.group.index_shape != shape || f.shape != shape) return -1;
@@ -218,7 +220,8 @@ int Planner::rows_over(const Node& n, const std::string& v, const std::vector<bo
 
 int Planner::row_group_after(int after, const std::vector<int64_t>& shape, const std::vector<bool>& reduced) {
   const int last = (int)groups_.size() - 1;
-  if (last > after && is_row_group(last) && groups_[last].row.domain == shape && groups_[last].row.reduced == reduced)
+  if (last > after && is_row_group(last) && groups_[last].row.domain == shape && groups_[last].row.reduced == reduced &&
+      has_room(last, 1))
     return last;
   std::vector<int64_t> rows;
   for (size_t d = 0; d < shape.size(); ++d)

@@ -189,8 +189,8 @@ class Planner {
 
   int new_group(const std::string& family, const std::vector<int64_t>& shape);
 
-  // Whether group gi (not a row group) can take a step that loads `loads` more tensors within a
-  // kernel's kMaxSlots; new_loads: those of node n's operands.
+  // Whether group gi can take a step that loads `loads` more tensors within a kernel's
+  // kMaxSlots; new_loads: those of node n's operands.
   bool has_room(int gi, int loads) const;
   int new_loads(int gi, const std::vector<std::pair<size_t, std::string>>& operands) const;
   static void for_each_ref(const Node& n, const std::function<void(const std::string&)>& f);

@@ -1847,6 +1847,54 @@ TEST(Plan, IndependentChainsShareAKernelWhileTheyFit) {
   EXPECT_EQ(sizes, (std::vector<size_t>{6, 6, 6, 2}));
 }
 
+// A per-row result viewed to another shape of as many elements before it is returned (a VQ-VAE's
+// nearest codes, argmin over the flattened pixels, viewed back to the image): stored row by row.
+TEST(Plan, ARowResultViewedToAnotherShapeIsStoredRowByRow) {
+  G b;
+  b.value("d", {6, 5}, "input");
+  b.node("i", "aten.argmin.default", std::vector<json>{G::ref("d"), 1}, {6}).values_dtype("i", "int64");
+  b.node("v", "aten.view.default", {G::ref("i"), json::array({2, 3})}, {2, 3}).values_dtype("v", "int64");
+  const Plan p = plan_graph(b.build({"v"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& g = p.groups[0];
+  EXPECT_EQ(g.outputs.at(0).shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(g.slots.at(g.out_slot).layout.strides, (std::vector<int64_t>{1, 0}));  // one per row of the [6, 5] domain
+}
+
+// A recurrence written out step by step (a Mamba block's selective scan: h = a[:, t] * h + b[:, t],
+// y_t = (h * c[:, t]).sum(-1) viewed as [2, 1, 5] for the stack) joins one row group after
+// another while each fits: every step loads views of its own, and every y_t (through its view)
+// is still to be read. (Capture splits a stack this long into cats that fit; here each y_t is an
+// output.)
+TEST(Plan, RowGroupsTakeStepsWhileTheirTensorsFit) {
+  const int steps = 24;
+  G b;
+  b.value("a", {2, steps, 5, 3}, "input").value("bu", {2, steps, 5, 3}, "input").value("c", {2, steps, 1, 3}, "input");
+  b.value("h0", {2, 5, 3}, "input");
+  std::string h = "h0";
+  std::vector<std::string> ys;
+  for (int t = 0; t < steps; ++t) {
+    const std::string i = std::to_string(t);
+    b.node("a" + i, "aten.select.int", {G::ref("a"), 1, t}, {2, 5, 3});
+    b.node("b" + i, "aten.select.int", {G::ref("bu"), 1, t}, {2, 5, 3});
+    b.node("c" + i, "aten.select.int", {G::ref("c"), 1, t}, {2, 1, 3});
+    b.node("m" + i, "aten.mul.Tensor", {G::ref("a" + i), G::ref(h)}, {2, 5, 3});
+    b.node("h" + std::to_string(t + 1), "aten.add.Tensor", {G::ref("m" + i), G::ref("b" + i)}, {2, 5, 3});
+    h = "h" + std::to_string(t + 1);
+    b.node("p" + i, "aten.mul.Tensor", {G::ref(h), G::ref("c" + i)}, {2, 5, 3});
+    b.node("y" + i, "aten.sum.dim_IntList", {G::ref("p" + i), json::array({-1})}, {2, 5});
+    b.node("u" + i, "aten.unsqueeze.default", {G::ref("y" + i), 1}, {2, 1, 5});
+    ys.push_back("u" + i);
+  }
+  const Plan p = plan_graph(b.build(ys));
+  int rows = 0;
+  for (const Group& gr : p.groups) {
+    EXPECT_LE((int)gr.slots.size(), kMaxSlots) << gr.id;
+    rows += gr.family == "reduce";
+  }
+  EXPECT_GT(rows, 1);  // not all 24 steps in one kernel: they need 72 loads and 24 results
+}
+
 // split (and chunk, which torch.export writes as split_with_sizes): each part a slice, read
 // through its view; a part of a fused value writes the value first.
 TEST(Plan, SplitPartsAreSlices) {
