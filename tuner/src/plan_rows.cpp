@@ -178,6 +178,10 @@ class RowCodegen {
       Layout l = out.written_as ? *out.written_as : Layout::contiguous(out.value, reduced_var(out.var) ? out.shape : row_.domain);
       if (reduced_var(out.var)) {
         auto view = row_to_domain(row_, l);
+        // A per-row value viewed to another shape of as many elements (argmin's indices viewed
+        // back to an image's): the same memory, row after row.
+        const Layout rows = Layout::contiguous(out.value, row_.kept());
+        if (!view && !out.written_as && l.numel() == rows.numel()) view = row_to_domain(row_, rows);
         if (!view) FT_USER_ERROR("group " + gr_.id + ": output " + out.value + " is not a row of the reduction");
         l = *view;
       }
