@@ -342,9 +342,10 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
       view.shape = shape;
       fused_[n.name] = view;
       groups_[f.group].fused_views.push_back(n.name);
-      if (memory_.count(in)) {  // a written row statistic (materialize): the view reads it there too
-        memory_[n.name] = *apply_view(n, memory_.at(in), shape);
-        producer_[n.name] = producer_.at(memory_.at(in).base);
+      // A written row statistic (materialize): the view reads it there too.
+      if (auto written = memory_.count(in) ? apply_view(n, memory_.at(in), shape) : std::nullopt) {
+        memory_[n.name] = *written;
+        producer_[n.name] = producer_.at(written->base);
       }
       return;
     }
