@@ -192,11 +192,25 @@ bool is_elementwise_op(const std::string& op) { return table().count(op) > 0; }
 
 // The ops whose int64 form is not their float one.
 const std::map<std::string, Emit>& int64_table() {
-  static const std::map<std::string, Emit> t = {{"aten.bitwise_not.default", unary("~")},
-                                                {"aten.fmod.Scalar", fmod(true)},
-                                                {"aten.fmod.Tensor", fmod(true)},
-                                                {"aten.remainder.Scalar", remainder(true)},
-                                                {"aten.remainder.Tensor", remainder(true)}};
+  static const std::map<std::string, Emit> t = {
+      {"aten.bitwise_not.default", unary("~")},
+      {"aten.fmod.Scalar", fmod(true)},
+      {"aten.fmod.Tensor", fmod(true)},
+      {"aten.remainder.Scalar", remainder(true)},
+      {"aten.remainder.Tensor", remainder(true)},
+      {"aten.abs.default", unary("llabs")},
+      {"aten.minimum.default", [](const ArgExpr& a) { return "llmin(" + req(a, 0, "self") + ", " + req(a, 1, "other") + ")"; }},
+      {"aten.maximum.default", [](const ArgExpr& a) { return "llmax(" + req(a, 0, "self") + ", " + req(a, 1, "other") + ")"; }},
+      {"aten.clamp_min.default", [](const ArgExpr& a) { return "llmax(" + req(a, 0, "self") + ", " + req(a, 1, "min") + ")"; }},
+      {"aten.clamp_max.default", [](const ArgExpr& a) { return "llmin(" + req(a, 0, "self") + ", " + req(a, 1, "max") + ")"; }},
+      {"aten.clamp.default",
+       [](const ArgExpr& a) {
+         std::string e = req(a, 0, "self");
+         const std::string lo = a(1, "min"), hi = a(2, "max");
+         if (!lo.empty()) e = "llmax(" + e + ", " + lo + ")";
+         if (!hi.empty()) e = "llmin(" + e + ", " + hi + ")";
+         return e;
+       }}};
   return t;
 }
 

@@ -14,8 +14,9 @@ using ArgExpr = std::function<std::string(size_t index, const char* kwarg)>;
 
 bool is_elementwise_op(const std::string& op);
 // Elementwise ops fusetune also computes on int64 tensors (in 64-bit integers, exactly): add, sub,
-// mul, neg, where, fmod and remainder, e.g. BatchNorm's num_batches_tracked + 1, a loss's target
-// with ignored ones replaced, roll's shifted indices.
+// mul, neg, abs, minimum, maximum, clamp, where, fmod, remainder and conversions, e.g.
+// BatchNorm's num_batches_tracked + 1, a loss's target with ignored ones replaced, roll's shifted
+// indices, T5's relative position buckets.
 bool is_int64_op(const std::string& op);
 std::string int_literal(double v);  // an integral value as a long long literal
 // Positions (and keyword names) of a node's tensor operands, for the planner to resolve.

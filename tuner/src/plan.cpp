@@ -185,8 +185,9 @@ void Planner::check_float(const std::string& value, const Node* n, bool int64_ok
     const std::string where = n ? " (" + (n->source.empty() ? n->name : n->source) + ")" : "";
     FT_USER_ERROR("value " + value + " has dtype " + v.dtype + where +
                   (int64_ok ? "; fusetune kernels read and write float32 tensors, float16 and bfloat16 ones where they "
-                              "are converted, and int64 ones in add, sub, mul and neg (and read bool ones)"
-                            : "; this op reads and writes float32 tensors only"));
+                              "are converted, and int64 ones in integer arithmetic (add, sub, mul, neg, abs, minimum, maximum, "
+                              "clamp, where, fmod, remainder; and read bool ones)"
+                            : "; this op computes float32 tensors only"));
   }
 }
 

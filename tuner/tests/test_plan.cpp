@@ -259,6 +259,29 @@ TEST(Plan, ConversionsToBoolAndInt64AreComputed) {
   expect_refusal(other.build({"d"}), "a conversion to int32 is not lowered");
 }
 
+// T5's relative position buckets compute abs, minimum and clamp of int64 tensors: in 64-bit
+// integers (llabs, llmin, llmax), not through floats, which lose units past 2^24.
+TEST(Plan, Int64AbsMinimumAndClampAreIntegerArithmetic) {
+  G b;
+  b.value("i", {5, 7}, "input", "int64").value("j", {5, 7}, "input", "int64");
+  b.node("a", "aten.abs.default", {G::ref("i")}, {5, 7}).values_dtype("a", "int64");
+  b.node("m", "aten.minimum.default", {G::ref("a"), G::ref("j")}, {5, 7}).values_dtype("m", "int64");
+  b.node("c", "aten.clamp.default", {G::ref("m"), json(nullptr), 31}, {5, 7}).values_dtype("c", "int64");
+  b.node("x", "aten.maximum.default", {G::ref("c"), G::ref("i")}, {5, 7}).values_dtype("x", "int64");
+  const Plan p = plan_graph(b.build({"x"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& ops = p.groups[0].op_struct;
+  EXPECT_NE(ops.find("const long long v0 = llabs(reinterpret_cast<const long long*>(a.ptr[0])"), std::string::npos) << ops;
+  EXPECT_NE(ops.find("const long long v1 = llmin(v0, reinterpret_cast<const long long*>(a.ptr[1])"), std::string::npos) << ops;
+  EXPECT_NE(ops.find("const long long v2 = llmin(v1, 31LL);"), std::string::npos) << ops;
+  EXPECT_NE(ops.find("const long long v3 = llmax(v2, reinterpret_cast<const long long*>(a.ptr[0])"), std::string::npos) << ops;
+  EXPECT_EQ(p.groups[0].outputs.at(0).dtype, "int64");
+  G other;  // an op with no int64 form
+  other.value("i", {3}, "input", "int64");
+  other.node("s", "aten.sqrt.default", {G::ref("i")}, {3}).values_dtype("s", "int64");
+  expect_refusal(other.build({"s"}), "has dtype int64");
+}
+
 // A float16 model as capture writes it: the input converted to float32 where it is read (a full
 // input of kind float16: elementwise.cuh loads it as vectors of halves), the chain computed in
 // float32, the result rounded to float16 and stored as such.

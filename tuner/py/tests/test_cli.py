@@ -228,6 +228,9 @@ GPU_FAMILY_PLANS = {
     # The causal mask (triu of ones, .bool()) written once; the masked softmax; the truncation
     # to int64 and back with the truth of x.
     "conversions.py": ["elementwise", "reduce", "elementwise"],
+    # The buckets and the two int64 results over (q, k), the buckets written for the embedding's
+    # gather, the bias permuted and added to x.
+    "int64_buckets.py": ["elementwise"] * 3,
     # The input and weight converted to float32 (K = 67: rows the TMA GEMM cannot read), the Linear
     # (its float16 bias loaded and its float16 result stored by its epilogue), one row kernel for
     # the softmax, its bfloat16 rounding and product with y (read as bfloat16) and y's row sum
