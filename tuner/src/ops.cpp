@@ -223,6 +223,10 @@ bool is_int64_op(const std::string& op) {
 
 std::string int_literal(double v) { return std::to_string((long long)v) + "LL"; }
 
+std::string number_literal(double v, bool int64) {
+  return int64 && std::isfinite(v) && v == std::floor(v) ? int_literal(v) : float_literal(v);
+}
+
 std::vector<std::string> supported_elementwise_ops() {
   std::vector<std::string> ops;
   for (const auto& [k, v] : table()) ops.push_back(k);

@@ -26,6 +26,8 @@ std::vector<std::pair<size_t, std::string>> tensor_operands(const Node& n);
 std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64 = false);
 // A float literal that reads back exactly (inf and nan included).
 std::string float_literal(double v);
+// A number argument of an op: an integer literal in int64 arithmetic where it is integral.
+std::string number_literal(double v, bool int64);
 std::vector<std::string> supported_elementwise_ops();
 
 }  // namespace fusetune

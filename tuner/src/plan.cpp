@@ -261,7 +261,7 @@ void Planner::visit(const Node& n) {
   // Any reader but an elementwise step or a view (a cat's parts too) reads an index value from
   // memory, written before the reader's group exists.
   const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
-  if (!identity_or_view && !is_elementwise_op(n.op))
+  if (!identity_or_view && !is_elementwise_op(n.op) && n.op != "aten.gather.default")
     for_each_ref(n, [&](const std::string& v) {
       if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
     });
@@ -377,26 +377,61 @@ void Planner::add_index(const Node& n, const ValueInfo& out) {
   index_values_[n.name] = Layout::contiguous(n.name, out.shape);
 }
 
-std::string Planner::index_expr(const Layout& view) const {
-  const Iota& io = iotas_.at(view.base);
-  std::string at = offset_expr(view, "idx");
-  if (view.offset != 0) at = "(" + int_literal((double)view.offset) + " + " + at + ")";  // a slice or flip of it
-  return "(" + io.start + " + " + io.step + " * " + at + ")";
+std::string Planner::index_expr(const Layout& view, const std::string& idx, Step& step) const {
+  // Each coordinate and derived value is declared once per step (index_names).
+  auto declare = [&](const std::string& key, const std::string& type, const std::function<std::string()>& expr) {
+    if (auto it = step.index_names.find(key); it != step.index_names.end()) return it->second;
+    const std::string e = expr();  // declares what it needs first
+    const std::string name = step.var + "_i" + std::to_string(step.index_names.size());
+    step.index_lines += "    const " + type + " " + name + " = " + e + ";\n";
+    return step.index_names[key] = name;
+  };
+  std::string at = idx;  // the element of view.base: idx itself where the view is the value
+  if (view.offset != 0 || !view.is_contiguous() || view.sizes != g_.value(view.base).shape) {
+    at = offset_expr(view, idx);
+    if (view.offset != 0) at = "(" + int_literal((double)view.offset) + " + " + at + ")";  // a slice or flip of it
+  }
+  if (auto io = iotas_.find(view.base); io != iotas_.end())
+    return "(" + io->second.start + " + " + io->second.step + " * " + at + ")";
+  if (at != idx) at = declare("@" + at, "long long", [&] { return at; });
+  // A derived value: its op over its operands' values at the same element.
+  const Node& n = *derived_.at(view.base);
+  const ValueInfo& out = g_.value(view.base);
+  const bool int64 = out.dtype == "int64";
+  return declare(view.base + "@" + at, int64 ? "long long" : "float", [&] {
+    ArgExpr arg = [&](size_t i, const char* kw) -> std::string {
+      const json& a = node_arg(n, i, kw);
+      if (is_value_ref(a)) {
+        const std::string v = value_ref(a);
+        if (auto c = constants_.find(v); c != constants_.end()) return c->second;
+        return index_expr(*broadcast_to(index_values_.at(v), out.shape), at, step);
+      }
+      if (is_number(a)) return number_literal(number(a), int64);
+      if (a.is_string()) return a.get<std::string>();
+      return "";
+    };
+    return elementwise_expr(n, arg, int64);
+  });
 }
 
-// An index value that an op other than an elementwise one reads: written by an elementwise group
-// of its own, created before the reader's group.
+// An index value that an op other than an elementwise one or a gather reads (or the model's
+// output): written by an elementwise group created before the reader's group.
 void Planner::materialize_index(const std::string& value) {
   const Layout& view = index_values_.at(value);
   const ValueInfo& v = g_.value(value);
   FT_CHECK(view.sizes == v.shape, "index value " + value + " viewed with another shape");
-  const int gi = new_group("elementwise", v.shape);
+  // It reads nothing: the latest elementwise group over as many elements takes it (reads_index
+  // keeps that group from becoming a row group that could read it back), else a new group.
+  int gi = -1;
+  for (int g = (int)groups_.size() - 1; g >= 0 && gi < 0; --g)
+    if (groups_[g].group.family == "elementwise" && groups_[g].group.numel() == numel_of(v.shape) && has_room(g, 0)) gi = g;
+  if (gi < 0) gi = new_group("elementwise", v.shape);
   Step step{nullptr, next_var(), false, {}, {}};
   step.int64 = v.dtype == "int64";
-  step.index_expr = index_expr(view);
+  step.index_expr = index_expr(view, "idx", step);
   groups_[gi].reads_index = true;
   const std::string var = step.var;
-  add_step(gi, value, iotas_.at(view.base).op, std::move(step));
+  add_step(gi, value, iotas_.count(view.base) ? iotas_.at(view.base).op : derived_.at(view.base)->op, std::move(step));
   groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, v.dtype});
   memory_[value] = Layout::contiguous(value, v.shape);
   producer_[value] = gi;
@@ -583,22 +618,34 @@ void Planner::add_gather(const Node& n, const ValueInfo& out) {
     if (d != dim && out.shape[d] > in_shape[d]) unsupported(n, "the index is larger than the input outside the gathered dimension");
   if (g_.value(index).dtype != "int64") unsupported(n, "the index must be int64");
   if (fused_.count(in)) materialize(in);  // read at other elements than the result's
+  if (index_values_.count(in) && !memory_.count(in)) materialize_index(in);
   const Layout& src = operand(in, n);
   Layout view{src.base, out.shape, src.strides, src.offset};
   view.strides[dim] = 0;
   // The index's group when it is an elementwise group over as many elements (after the input's
-  // producer), else a new group.
-  int target = -1;
+  // producer), else the latest such group after the index's and the input's producers (an
+  // interpolation's reads join one group), else a new group.
+  const bool inlined = index_values_.count(index) > 0;  // computed from positions where it is read
+  int target = -1, latest_producer = producer_.at(src.base);
   if (auto it = fused_.find(index); it != fused_.end()) {
     const int gi = it->second.group;
     if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && gi > producer_.at(src.base)) target = gi;
     else materialize(index);
   }
+  if (target < 0 && !inlined) latest_producer = std::max(latest_producer, producer_.at(memory_.at(index).base));
+  const int loads = inlined ? 1 : 2;
+  for (int gi = (int)groups_.size() - 1; target < 0 && gi > latest_producer; --gi)
+    if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, loads)) target = gi;
   if (target < 0) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.gather_stride = src.strides[dim];
   step.gather_extent = in_shape[dim];
-  if (auto it = fused_.find(index); it != fused_.end() && it->second.group == target) {
+  if (inlined) {
+    auto aligned = broadcast_to(index_values_.at(index), out.shape);
+    if (!aligned) unsupported(n, "the index does not have the result's shape");
+    step.fused_operands[index] = index_expr(*aligned, "idx", step);
+    groups_[target].reads_index = true;
+  } else if (auto it = fused_.find(index); it != fused_.end() && it->second.group == target) {
     step.fused_operands[index] = it->second.var;
   } else {
     auto aligned = broadcast_to(operand(index, n, /*int64_ok=*/true), out.shape);
@@ -621,6 +668,12 @@ std::vector<std::pair<size_t, std::string>> Planner::computed_operands(const Nod
 void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   check_result(n, out);
   const auto operands = computed_operands(n);
+  if (!operands.empty() && !is_half(out.dtype) &&
+      std::all_of(operands.begin(), operands.end(), [&](const auto& o) { return index_values_.count(o.second) > 0; })) {
+    derived_[n.name] = &n;  // computed from positions only: recomputed where it is read
+    index_values_[n.name] = Layout::contiguous(n.name, out.shape);
+    return;
+  }
   int target = -1, latest_producer = -1;
   bool reads_index = false, loads_int64 = false;
   for (const auto& [pos, v] : operands) {
@@ -643,13 +696,16 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
     if (!int64 && !reads_index && !loads_int64 && target > latest_producer &&
         join_row(target, n, out, operands))
       return;
-    target = -1;  // a new group, reading the row group's values from memory
-  } else if (target < 0) {  // no fused operand: join the latest group over the same elements
-    for (int gi = (int)groups_.size() - 1; gi > latest_producer && target < 0; --gi)
-      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, new_loads(gi, operands))) target = gi;
   }
-  const bool join = target >= 0 && target > latest_producer && numel_of(out.shape) == groups_[target].group.numel() &&
-                    has_room(target, new_loads(target, operands));
+  bool join = target >= 0 && !is_row_group(target) && target > latest_producer &&
+              numel_of(out.shape) == groups_[target].group.numel() && has_room(target, new_loads(target, operands));
+  if (!join) {  // the latest group over the same elements after every operand's (fused ones written by theirs)
+    const int after = std::max(latest_producer, target);
+    target = -1;
+    for (int gi = (int)groups_.size() - 1; gi > after && target < 0; --gi)
+      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, new_loads(gi, operands))) target = gi;
+    join = target >= 0;
+  }
   if (!join) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.int64 = int64;
@@ -668,7 +724,7 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
       FT_CHECK(per_row == nullptr && !is_row_group(gi), "an index value read in a row group");
       auto aligned = broadcast_to(ix->second, shape);
       if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
-      step.fused_operands[v] = index_expr(*aligned);
+      step.fused_operands[v] = index_expr(*aligned, "idx", step);
       groups_[gi].reads_index = true;
       continue;
     }

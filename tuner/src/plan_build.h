@@ -48,6 +48,10 @@ struct Step {
   int64_t gather_stride = 0, gather_extent = 0;
   // An index value written out (elementwise groups only, node null): the step's expression.
   std::string index_expr = {};
+  // The declarations that the index values it reads need (Planner::index_expr), before its own,
+  // and their names by what they compute.
+  std::string index_lines = {};
+  std::map<std::string, std::string> index_names = {};
   // torch.cat (elementwise groups only): the parts in order, each up to coordinate `end` along
   // the concatenated dimension (cat_at: that coordinate's expression), read through
   // loaded_operands[operand] (the part's strides over the result's sizes, `shift` elements

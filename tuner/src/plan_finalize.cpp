@@ -103,6 +103,7 @@ Group finalize_group(Building& b) {
   std::string body;
   for (const Step& s : b.steps) {
     std::string expr;
+    body += s.index_lines;
     if (!s.index_expr.empty()) {
       expr = s.index_expr;
     } else if (!s.cat.empty()) {  // the part the coordinate along cat_dim falls in, loaded there only
@@ -135,10 +136,7 @@ Group finalize_group(Building& b) {
           if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
           return load_expr(s.loaded_operands.at(v));
         }
-        if (is_number(a)) {
-          const double v = number(a);
-          return s.int64 && std::isfinite(v) && v == std::floor(v) ? int_literal(v) : float_literal(v);
-        }
+        if (is_number(a)) return number_literal(number(a), s.int64);
         if (a.is_string()) return a.get<std::string>();
         return "";
       };

@@ -69,11 +69,16 @@ class Planner {
   // full_like): inlined as a literal where it is used.
   void add_constant(const Node& n, const ValueInfo& out);
 
-  // arange: an index value, in neither a group nor memory. Elementwise steps inline it as
-  // start + step * (its offset), through the views taken of it (index_values_); any other op
-  // reads it from memory, written by an elementwise group (materialize_index) before its own.
+  // arange: an index value, in neither a group nor memory. Elementwise steps and gathers inline
+  // it as start + step * (its offset), through the views taken of it (index_values_); any other
+  // op reads it from memory, written by an elementwise group (materialize_index) before its own.
+  // An elementwise op over index values and constants only (a relative position's bucket, an
+  // interpolation's source index and weight, a causal mask) is an index value too (derived_),
+  // recomputed where it is read.
   void add_index(const Node& n, const ValueInfo& out);
-  std::string index_expr(const Layout& view) const;
+  // The expression of index value `view` at element `idx` of its reader `step`; the variables it
+  // needs (derived values, their coordinates) are declared in step.index_lines.
+  std::string index_expr(const Layout& view, const std::string& idx, Step& step) const;
   void materialize_index(const std::string& value);
 
   // torch.cat: a step over the result picking, by the coordinate along the concatenated
@@ -236,7 +241,8 @@ class Planner {
     std::string op;
   };
   std::map<std::string, Iota> iotas_;             // arange node -> its values
-  std::map<std::string, Layout> index_values_;    // an arange or a view of one -> the view over the arange
+  std::map<std::string, Layout> index_values_;    // an arange or a derived value, or a view of one -> the view over it
+  std::map<std::string, const Node*> derived_;    // an elementwise op over index values and constants
   // A torch.cat not computed yet (add_cat): its step over `shape` and the latest group writing a part.
   struct PendingCat {
     Step step;

@@ -1474,8 +1474,9 @@ TEST(Plan, ConstantTensorsAreInlined) {
 }
 
 // torch.triu(a @ b) as torch.export writes it: two aranges viewed as a row and a column, their
-// difference compared with 0, a where. The aranges are in no group: the epilogue computes the
-// row and column indices from idx, so the mask is fused into the matrix product.
+// difference compared with 0, a where. The aranges and the mask computed from them are in no
+// group: the epilogue computes them from idx where the where reads the mask, so the mask is
+// fused into the matrix product.
 TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
   G b;
   b.value("a", {5, 4}, "input").value("b", {4, 6}, "input");
@@ -1492,12 +1493,53 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
   ASSERT_EQ(p.groups.size(), 1u);
   const Group& gr = p.groups[0];
   EXPECT_EQ(gr.family, "gemm");
-  EXPECT_EQ(gr.nodes, (std::vector<std::string>{"mm", "sub", "ge", "triu"}));
+  EXPECT_EQ(gr.nodes, (std::vector<std::string>{"mm", "triu"}));
   EXPECT_EQ(accesses(gr), (std::vector<std::string>{"a:operand", "b:operand", "triu:output"}));
-  EXPECT_NE(gr.op_struct.find("const long long v1 = ((0LL + 1LL * ((long long)((unsigned)idx % 6u))) - "
-                              "(0LL + 1LL * ((long long)((unsigned)idx / 6u))));"),
+  EXPECT_NE(gr.op_struct.find("const long long v1_i0 = ((0LL + 1LL * ((long long)((unsigned)idx % 6u))) - "
+                              "(0LL + 1LL * ((long long)((unsigned)idx / 6u))));\n"
+                              "    const float v1_i1 = (float)(v1_i0 >= 0.0f);\n"
+                              "    const float v1 = (v1_i1 != 0.f ? v0 : 0.0f);"),
             std::string::npos)
       << gr.op_struct;
+}
+
+// A linear interpolation along x's rows as torch's upsample decomposition writes it: source
+// positions, their floor and next index and the weight, computed from an arange only, so each is
+// recomputed where it is read (declared once per step); the two gathers and the blend are one
+// kernel, with no index tensor written.
+TEST(Plan, ValuesComputedFromArangesAreRecomputedWhereRead) {
+  G b;
+  b.value("x", {3, 5}, "input");
+  b.node("pos", "aten.arange.default", {9}, {9}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("src", "aten.mul.Tensor", {G::ref("pos"), 0.5}, {9});
+  b.node("lo", "aten._to_copy.default", {G::ref("src")}, {9}, json{{"dtype", {{"dtype", "int64"}}}}).values_dtype("lo", "int64");
+  b.node("next", "aten.add.Tensor", {G::ref("lo"), 1}, {9}).values_dtype("next", "int64");
+  b.node("hi", "aten.clamp.default", {G::ref("next"), json(nullptr), 4}, {9}).values_dtype("hi", "int64");
+  b.node("lof", "aten._to_copy.default", {G::ref("lo")}, {9}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("w", "aten.sub.Tensor", {G::ref("src"), G::ref("lof")}, {9});
+  b.node("ilo", "aten.expand.default", {G::ref("lo"), json::array({3, 9})}, {3, 9}).values_dtype("ilo", "int64");
+  b.node("ihi", "aten.expand.default", {G::ref("hi"), json::array({3, 9})}, {3, 9}).values_dtype("ihi", "int64");
+  b.node("a", "aten.gather.default", {G::ref("x"), 1, G::ref("ilo")}, {3, 9});
+  b.node("c", "aten.gather.default", {G::ref("x"), 1, G::ref("ihi")}, {3, 9});
+  b.node("d", "aten.sub.Tensor", {G::ref("c"), G::ref("a")}, {3, 9});
+  b.node("m", "aten.mul.Tensor", {G::ref("d"), G::ref("w")}, {3, 9});
+  b.node("y", "aten.add.Tensor", {G::ref("a"), G::ref("m")}, {3, 9});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.nodes, (std::vector<std::string>{"a", "c", "d", "m", "y"}));
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "y:output"}));
+  const std::string& code = gr.op_struct;
+  EXPECT_NE(code.find("    const long long v0_i0 = ((long long)((unsigned)idx % 9u));\n"
+                      "    const float v0_i1 = ((0.0f + 1.0f * v0_i0) * 0.5f);\n"
+                      "    const long long v0_i2 = (long long)(v0_i1);\n"
+                      "    const long long v0_at = v0_i2;\n"),
+            std::string::npos)
+      << code;
+  EXPECT_NE(code.find("    const long long v1_i4 = llmin(v1_i3, 4LL);\n"), std::string::npos) << code;
+  // The weight's src and lo, at m's element, once each.
+  EXPECT_NE(code.find("    const float v3_i4 = (v3_i1 - v3_i3);\n    const float v3 = (v2 * v3_i4);"), std::string::npos)
+      << code;
 }
 
 // fmod and remainder: in 64-bit integers on int64 values (roll's shifted indices), in floats on
@@ -1589,11 +1631,11 @@ TEST(Plan, SlicedOrFlippedArangeStartsWhereItDoes) {
   EXPECT_NE(code.find("(0.0f + 1.0f * (8LL + ((long long)((unsigned)idx % 9u) * -1)))"), std::string::npos) << code;
 }
 
-// An arange read by something other than an elementwise step (here a gather's index, through an
-// expand, counting down) is written out by a group of its own first; a value computed from an
-// arange keeps its group from becoming a row group (row kernels have no idx), so a reduction of
-// it reads it from memory; a model may return an arange.
-TEST(Plan, ArangeOutsideElementwiseStepsIsWrittenFirst) {
+// A gather computes an arange index where it reads it (here through an expand, counting down);
+// a value computed from an arange keeps its group from becoming a row group (row kernels have no
+// idx), so a reduction of it reads it from memory; an arange read by something other than an
+// elementwise step or a gather (here the model's output) is written out by a group of its own.
+TEST(Plan, ArangesAreComputedWhereReadOrWrittenFirst) {
   G b;
   b.value("x", {3, 4}, "input");
   b.node("down", "aten.arange.start_step", {3, -1, -1}, {4}).values_dtype("down", "int64");
@@ -1606,20 +1648,18 @@ TEST(Plan, ArangeOutsideElementwiseStepsIsWrittenFirst) {
   const Plan p = plan_graph(b.build({"rev", "s", "half"}));
   std::vector<std::string> families;
   for (const Group& gr : p.groups) families.push_back(gr.family);
-  EXPECT_EQ(families, (std::vector<std::string>{"elementwise", "elementwise", "reduce", "elementwise"}));
-  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"idx"}));
-  EXPECT_EQ(p.groups[0].outputs.at(0).dtype, "int64");
-  EXPECT_NE(p.groups[0].op_struct.find("const long long v0 = (3LL + -1LL * ((long long)((unsigned)idx % 4u)));"),
+  EXPECT_EQ(families, (std::vector<std::string>{"elementwise", "reduce", "elementwise"}));
+  // w joins the gather's group (the same elements); the sum reads it from memory.
+  EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"rev", "w"}));
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:full", "x:strided", "w:output", "rev:output"}));
+  EXPECT_NE(p.groups[0].op_struct.find("const long long v0_at = (3LL + -1LL * ((long long)((unsigned)idx % 4u)));"),
             std::string::npos)
       << p.groups[0].op_struct;
-  // w joins the gather's group (the same elements); the sum reads it from memory.
-  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"rev", "w"}));
-  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"x:full", "idx:strided", "x:strided", "w:output", "rev:output"}));
-  EXPECT_NE(p.groups[1].op_struct.find("(x[0] * (0.0f + 1.0f * ((long long)((unsigned)idx % 4u))))"), std::string::npos)
-      << p.groups[1].op_struct;
-  EXPECT_EQ(accesses(p.groups[2]), (std::vector<std::string>{"w:strided", "s:output"}));
-  EXPECT_EQ(p.groups[3].nodes, (std::vector<std::string>{"half"}));
-  EXPECT_NE(p.groups[3].op_struct.find("(0.5f + 1.0f * "), std::string::npos) << p.groups[3].op_struct;
+  EXPECT_NE(p.groups[0].op_struct.find("(x[0] * (0.0f + 1.0f * ((long long)((unsigned)idx % 4u))))"), std::string::npos)
+      << p.groups[0].op_struct;
+  EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"w:strided", "s:output"}));
+  EXPECT_EQ(p.groups[2].nodes, (std::vector<std::string>{"half"}));
+  EXPECT_NE(p.groups[2].op_struct.find("(0.5f + 1.0f * "), std::string::npos) << p.groups[2].op_struct;
 
   G bad;
   bad.node("r", "aten.arange.start_step", {0, 4}, {4}, json{{"dtype", {{"dtype", "int32"}}}}).values_dtype("r", "int32");
