@@ -184,12 +184,35 @@ def _gather_rows(x, d, idx, wrap):
 
 
 def _index(x, indices):
-    """x[..., idx, ...] with one int64 tensor indexing one dimension (a relative position table
-    read by index). Other forms (several index tensors, bool masks) are left to torch.export."""
+    """x[..., i, j, ...] with int64 index tensors (broadcast together) on some dimensions, as
+    indexing does: the indexed dimensions flattened into one and read by one gather at the linear
+    index (negative indices counted from each dimension's end). Where the indexed dimensions are
+    not adjacent, they are moved first, and so are the index dimensions in the result, as PyTorch
+    does. An index outside its dimension makes the linear index -1, out of the gather's range.
+    Bool masks (data-dependent sizes) are left to torch.export."""
     tensors = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(tensors) != 1 or tensors[0][1].dtype != torch.int64 or tensors[0][1].dim() == 0:
+    if not tensors or any(i.dtype != torch.int64 for _, i in tensors):
         return NotImplemented
-    return _gather_rows(x, tensors[0][0], tensors[0][1], wrap=True)
+    dims = [d for d, _ in tensors]
+    if dims != list(range(dims[0], dims[-1] + 1)):
+        rest = [d for d in range(x.dim()) if d not in dims]
+        return _index(x.permute(dims + rest), [i for _, i in tensors])
+    first, last = dims[0], dims[-1]
+    shape = list(x.shape)
+    linear, stride, inside = None, 1, None
+    for d, i in reversed(tensors):
+        if len(tensors) > 1:
+            fits = torch.logical_and(i >= -shape[d], i < shape[d])
+            inside = fits if inside is None else torch.logical_and(inside, fits)
+        i = torch.where(i < 0, i + shape[d], i)
+        linear = i if linear is None else linear + i * stride
+        stride *= shape[d]
+    if inside is not None:  # an index outside its dimension: -1, at which the gather traps (torch raises)
+        linear = torch.where(inside, linear, -1)
+    flat = x if first == last else x.reshape(shape[:first] + [stride] + shape[last + 1:])
+    if linear.dim() == 0:  # x[2, 3]: one element of the indexed dimensions
+        return _gather_rows(flat, first, linear.reshape(1), wrap=False).squeeze(first)
+    return _gather_rows(flat, first, linear, wrap=False)
 
 
 def _index_select(x, dim, idx):
@@ -227,12 +250,20 @@ def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
     max and min over a dimension as their value and index reductions, any and all as a float
-    maximum and minimum, indexing by one tensor (index, index_select, embedding) as a gather,
-    copy_ into a tensor as its source broadcast and converted, and roll as cats of slices."""
+    maximum and minimum, indexing by int64 tensors (index, index_select, embedding) as a gather,
+    copy_ into a tensor as its source broadcast and converted, roll as cats of slices, and
+    interpolation (upsample) as reads at computed indices."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
                                      torch.ops.aten.linalg_vector_norm]))
+    # Interpolation: source indices computed from aranges, the input read at them (_index), and
+    # linear modes' weights, all elementwise.
+    aten = torch.ops.aten
+    table.update(get_decompositions([
+        aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d, aten._upsample_nearest_exact1d,
+        aten._upsample_nearest_exact2d, aten._upsample_nearest_exact3d, aten.upsample_linear1d,
+        aten.upsample_bilinear2d, aten.upsample_trilinear3d, aten.upsample_bicubic2d]))
     table[torch.ops.aten.var.correction] = _var
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm
     table[torch.ops.aten.native_group_norm.default] = _group_norm

@@ -130,10 +130,10 @@ EXPECTED_PLANS = {
     "avgpool3d": [("elementwise", 1)],
     # Scans: a row group along the scanned dimension.
     "cumsum_rows": [("reduce", 1)],
-    # scaled_dot_product_attention written out (no fused attention kernel yet): the causal mask
-    # (aranges and a bool constant), Q K^T with the operands' scales and the mask in its epilogue,
-    # the softmax with its guard for rows that are wholly masked, and P V.
-    "attention": [("elementwise", 4), ("gemm", 3), ("reduce", 7), ("gemm", 1)],
+    # scaled_dot_product_attention written out (no fused attention kernel yet): Q K^T with the
+    # operands' scales and the causal mask (computed from aranges where the epilogue reads it) in
+    # its epilogue, the softmax with its guard for rows that are wholly masked, and P V.
+    "attention": [("gemm", 3), ("reduce", 7), ("gemm", 1)],
 }
 
 
@@ -222,15 +222,28 @@ GPU_FAMILY_PLANS = {
     # with the ReLU of the cat after it, a logsumexp; two pads read alike; the roll along the rows
     # in its cumsum's loads, the roll along two dimensions (the first written) with the sums.
     "rows_cat.py": ["reduce"] * 2 + ["elementwise"] + ["reduce"] * 8 + ["elementwise"] * 2,
-    "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce", "elementwise", "elementwise"],
-    "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 4,
+    # The masks and the gather's reversed index computed where they are read: triu in the product's
+    # epilogue; tril, the weighted x and the reversed gather over x's elements; diag_embed's
+    # matrix; the row scaling's product; the weighted sum.
+    "index_masks.py": ["gemm", "elementwise", "elementwise", "gemm", "reduce"],
+    # The Swin table's index wrapped and its gather; the bias; the embedding; index_select; the 2-D
+    # constant index wrapped and its gather; the mean; the roll's first cat; its second with the
+    # gather at the shifted indices (computed from the arange where read) beside it.
+    "index_gather.py": ["elementwise"] * 7 + ["reduce"] + ["elementwise"] * 2,
+    # The batch arange and the lengths' linear index, its gather; the constant index tensors
+    # wrapped and range-checked (a small kernel per shape), and the three gathers.
+    "index_tensors.py": ["elementwise"] * 9,
     "rank7_broadcast.py": ["reduce"],
     # The causal mask (triu of ones, .bool()) written once; the masked softmax; the truncation
     # to int64 and back with the truth of x.
     "conversions.py": ["elementwise", "reduce", "elementwise"],
-    # The buckets and the two int64 results over (q, k), the buckets written for the embedding's
-    # gather, the bias permuted and added to x.
+    # The embedding's gather computing the buckets where it reads them, the bias permuted and added
+    # to x, the two int64 results over (q, k) written.
     "int64_buckets.py": ["elementwise"] * 3,
+    # One kernel per interpolation (its indices and weights computed where read), but bicubic's:
+    # its cats of weights and indices written first (four small kernels), then four kernels of
+    # taps.
+    "interpolate_forms.py": ["elementwise"] * 15,
     # The input and weight converted to float32 (K = 67: rows the TMA GEMM cannot read), the Linear
     # (its float16 bias loaded and its float16 result stored by its epilogue), one row kernel for
     # the softmax, its bfloat16 rounding and product with y (read as bfloat16) and y's row sum
