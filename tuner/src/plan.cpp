@@ -126,6 +126,22 @@ void Planner::for_each_ref(const Node& n, const std::function<void(const std::st
 }
 
 // The nodes reading v, each once, in graph order.
+// Whether a reduction or scan reads v, directly or through elementwise ops and views.
+bool Planner::feeds_row_op(const std::string& v) const {
+  std::vector<std::string> todo{v};
+  std::set<std::string> seen{v};
+  while (!todo.empty() && seen.size() < 256) {
+    const std::string value = todo.back();
+    todo.pop_back();
+    for (const Node* r : readers_of(value)) {
+      if (is_reduction_op(r->op) || is_scan_op(r->op)) return true;
+      if ((is_elementwise_op(r->op) || is_view_op(r->op) || is_identity_op(r->op)) && seen.insert(r->name).second)
+        todo.push_back(r->name);
+    }
+  }
+  return false;
+}
+
 const std::vector<const Node*>& Planner::readers_of(const std::string& v) const {
   static const std::vector<const Node*> none;
   const auto it = readers_.find(v);
@@ -432,7 +448,8 @@ void Planner::materialize_index(const std::string& value) {
   groups_[gi].reads_index = true;
   const std::string var = step.var;
   add_step(gi, value, iotas_.count(view.base) ? iotas_.at(view.base).op : derived_.at(view.base)->op, std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, v.dtype});
+  // A comparison's result (bool) is written as float 0 / 1, as the kernels hold it (fused_output).
+  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, v.dtype == "bool" ? "float32" : v.dtype});
   memory_[value] = Layout::contiguous(value, v.shape);
   producer_[value] = gi;
 }
@@ -625,7 +642,7 @@ void Planner::add_gather(const Node& n, const ValueInfo& out) {
   // The index's group when it is an elementwise group over as many elements (after the input's
   // producer), else the latest such group after the index's and the input's producers (an
   // interpolation's reads join one group), else a new group.
-  const bool inlined = index_values_.count(index) > 0;  // computed from positions where it is read
+  const bool inlined = index_values_.count(index) && !memory_.count(index);  // computed from positions where read
   int target = -1, latest_producer = producer_.at(src.base);
   if (auto it = fused_.find(index); it != fused_.end()) {
     const int gi = it->second.group;
@@ -674,10 +691,21 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
     index_values_[n.name] = Layout::contiguous(n.name, out.shape);
     return;
   }
+  // A derived index value is computed inline where the op joins a fused operand's group (a GEMM's
+  // epilogue, an interpolation's gathers) or no row op reads its result; else it is written first
+  // and loaded, so that the op's group may still become a row group (row kernels have no idx), as
+  // a masked softmax's where does.
+  int fused_group = -1;
+  for (const auto& [pos, v] : operands)
+    if (auto it = fused_.find(v); it != fused_.end()) fused_group = std::max(fused_group, it->second.group);
+  if ((fused_group < 0 || is_row_group(fused_group) || groups_[fused_group].group.numel() != numel_of(out.shape)) &&
+      feeds_row_op(n.name))
+    for (const auto& [pos, v] : operands)
+      if (index_values_.count(v) && derived_.count(index_values_.at(v).base) && !memory_.count(v)) materialize_index(v);
   int target = -1, latest_producer = -1;
   bool reads_index = false, loads_int64 = false;
   for (const auto& [pos, v] : operands) {
-    if (index_values_.count(v)) {
+    if (index_values_.count(v) && !memory_.count(v)) {
       reads_index = true;  // inlined: in no group, read from no memory
     } else if (auto it = fused_.find(v); it != fused_.end()) {
       target = std::max(target, it->second.group);
@@ -720,7 +748,7 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
   for (const auto& [pos, v] : tensor_operands(n))
     if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
   for (const auto& [pos, v] : operands) {
-    if (auto ix = index_values_.find(v); ix != index_values_.end()) {
+    if (auto ix = index_values_.find(v); ix != index_values_.end() && !memory_.count(v)) {  // else loaded
       FT_CHECK(per_row == nullptr && !is_row_group(gi), "an index value read in a row group");
       auto aligned = broadcast_to(ix->second, shape);
       if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
@@ -938,7 +966,7 @@ int Planner::new_loads(int gi, const std::vector<std::pair<size_t, std::string>>
     for (const auto& [v, l] : s.loaded_operands) loaded.insert(v);
   int loads = 0;
   for (const auto& [pos, v] : operands)
-    if (!index_values_.count(v) && !(fused_.count(v) && fused_.at(v).group == gi) && !loaded.count(v)) ++loads;
+    if (!(index_values_.count(v) && !memory_.count(v)) && !(fused_.count(v) && fused_.at(v).group == gi) && !loaded.count(v)) ++loads;
   return loads;
 }
 

@@ -94,6 +94,8 @@ class Planner {
   bool cat_waits(const std::string& v, int64_t dim) const;
   // The nodes reading v (readers_), each once, in graph order.
   const std::vector<const Node*>& readers_of(const std::string& v) const;
+  // Whether a reduction or scan reads v, directly or through elementwise ops and views.
+  bool feeds_row_op(const std::string& v) const;
   // Whether view n of waiting cat `in` is a cat too (a slice with steps of 1 along the cat's
   // dimension), made so; false: nothing done.
   bool view_cat(const Node& n, const std::string& in, const std::vector<int64_t>& shape);

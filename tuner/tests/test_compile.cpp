@@ -88,8 +88,9 @@ TEST(Compile, EveryElementwiseInstanceWithAGather) {
 
 // Index values, concatenation and padding: an arange mask in a matrix product's epilogue (triu,
 // and-ed with a bool constant as scaled_dot_product_attention's causal mask is),
-// a float arange broadcast over rows, an int64 arange written out for a gather, a cat with a
-// constant part, a pad that crops one side.
+// a float arange broadcast over rows, an int64 arange as a gather's index, an interpolation's
+// clamped next index and weight computed from an arange (declared values in the gather and the
+// blend), a cat with a constant part, a pad that crops one side.
 TEST(Compile, EveryInstanceWithAranges) {
   G b;
   b.value("a", {9, 5}, "input").value("b", {5, 11}, "input").value("x", {7, 9}, "input");
@@ -109,11 +110,20 @@ TEST(Compile, EveryInstanceWithAranges) {
   b.node("down", "aten.arange.start_step", {8, -1, -1}, {9}).values_dtype("down", "int64");
   b.node("idx", "aten.expand.default", {G::ref("down"), json::array({7, -1})}, {7, 9}).values_dtype("idx", "int64");
   b.node("rev", "aten.gather.default", {G::ref("x"), 1, G::ref("idx")}, {7, 9});
+  b.node("src", "aten.mul.Tensor", {G::ref("pos"), 0.5}, {9});
+  b.node("lo", "aten._to_copy.default", {G::ref("src")}, {9}, json{{"dtype", {{"dtype", "int64"}}}}).values_dtype("lo", "int64");
+  b.node("next", "aten.add.Tensor", {G::ref("lo"), 1}, {9}).values_dtype("next", "int64");
+  b.node("hi", "aten.clamp.default", {G::ref("next"), json(nullptr), 8}, {9}).values_dtype("hi", "int64");
+  b.node("ihi", "aten.expand.default", {G::ref("hi"), json::array({7, -1})}, {7, 9}).values_dtype("ihi", "int64");
+  b.node("up", "aten.gather.default", {G::ref("x"), 1, G::ref("ihi")}, {7, 9});
+  b.node("lof", "aten._to_copy.default", {G::ref("lo")}, {9}, json{{"dtype", {{"dtype", "float32"}}}});
+  b.node("wt", "aten.sub.Tensor", {G::ref("src"), G::ref("lof")}, {9});
+  b.node("blend", "aten.mul.Tensor", {G::ref("up"), G::ref("wt")}, {7, 9});
   b.node("zero", "aten.full_like.default", {G::ref("x"), 0}, {7, 9});
   b.node("cat", "aten.cat.default", {json::array({G::ref("zero"), G::ref("w"), G::ref("x")}), 1}, {7, 27});
   b.node("pad", "aten.constant_pad_nd.default", {G::ref("x"), json::array({-1, 2, 1, 0}), 0.5}, {8, 10});
-  const Plan p = plan_graph(b.build({"triu", "rev", "cat", "pad"}));
-  ASSERT_EQ(p.groups.size(), 6u);  // gemm + mask; w; idx; rev; cat; pad
+  const Plan p = plan_graph(b.build({"triu", "rev", "blend", "cat", "pad"}));
+  ASSERT_EQ(p.groups.size(), 4u);  // gemm + mask; w, rev, the interpolation; cat; pad
   for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("arange")));
 }
 

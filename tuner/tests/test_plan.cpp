@@ -1542,6 +1542,30 @@ TEST(Plan, ValuesComputedFromArangesAreRecomputedWhereRead) {
       << code;
 }
 
+// A causal mask made from aranges applied to an input before a row reduction: the mask is written
+// by a small kernel and loaded, so that the where joins the sum's row group (row kernels cannot
+// compute positions); once written, a later where reads it too.
+TEST(Plan, AMaskFromArangesBeforeARowOpIsWrittenAndLoaded) {
+  G b;
+  b.value("x", {3, 5, 5}, "input");
+  b.node("cols", "aten.arange.default", {5}, {5}).values_dtype("cols", "int64");
+  b.node("rows", "aten.arange.default", {5}, {5}).values_dtype("rows", "int64");
+  b.node("col", "aten.unsqueeze.default", {G::ref("rows"), -1}, {5, 1}).values_dtype("col", "int64");
+  b.node("above", "aten.gt.Tensor", {G::ref("cols"), G::ref("col")}, {5, 5}).values_dtype("above", "bool");
+  b.node("masked", "aten.where.self", {G::ref("above"), -1.0, G::ref("x")}, {3, 5, 5});
+  b.node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("masked"), json::array({2})}, {3, 5});
+  b.node("other", "aten.where.self", {G::ref("above"), G::ref("x"), 0.0}, {3, 5, 5});
+  const Plan p = plan_graph(b.build({"s", "other"}));
+  ASSERT_EQ(p.groups.size(), 3u);
+  EXPECT_EQ(p.groups[0].family, "elementwise");
+  EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"above:output"}));
+  EXPECT_EQ(p.groups[0].outputs.at(0).dtype, "float32");  // a bool written as 0 / 1
+  EXPECT_EQ(p.groups[1].family, "reduce");
+  EXPECT_EQ(p.groups[1].nodes, (std::vector<std::string>{"masked", "s"}));
+  EXPECT_EQ(p.groups[2].nodes, (std::vector<std::string>{"other"}));
+  EXPECT_EQ(accesses(p.groups[2]), (std::vector<std::string>{"x:full", "above:strided", "other:output"}));
+}
+
 // fmod and remainder: in 64-bit integers on int64 values (roll's shifted indices), in floats on
 // floats; remainder takes the divisor's sign. bitwise_not of an int64 value is its complement
 // (of a bool one a logical not: Plan.BoolConstantsAndLogicalOpsAreTruthsOfFloats).

@@ -3,14 +3,17 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """Causal attention: its mask is made from factories alone, a group with no input tensor."""
+    """A causal mask made from factories alone, applied to given scores before their softmax: the
+    mask is written first (the softmax's row kernel loads it), by a group with no input tensor."""
 
-    def forward(self, q, k, v):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    def forward(self, scores):
+        n = scores.shape[-1]
+        mask = torch.triu(torch.ones(n, n, device=scores.device), diagonal=1).bool()
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
 
 
 def get_inputs():
-    return [torch.randn(2, 3, 40, 16) for _ in range(3)]
+    return [torch.randn(2, 3, 40, 40)]
 
 
 def get_init_inputs():
