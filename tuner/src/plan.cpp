@@ -126,6 +126,12 @@ void Planner::for_each_ref(const Node& n, const std::function<void(const std::st
 }
 
 // The nodes reading v, each once, in graph order.
+const std::vector<const Node*>& Planner::readers_of(const std::string& v) const {
+  static const std::vector<const Node*> none;
+  const auto it = readers_.find(v);
+  return it == readers_.end() ? none : it->second;
+}
+
 // Whether a reduction or scan reads v, directly or through elementwise ops and views.
 bool Planner::feeds_row_op(const std::string& v) const {
   std::vector<std::string> todo{v};
@@ -140,12 +146,6 @@ bool Planner::feeds_row_op(const std::string& v) const {
     }
   }
   return false;
-}
-
-const std::vector<const Node*>& Planner::readers_of(const std::string& v) const {
-  static const std::vector<const Node*> none;
-  const auto it = readers_.find(v);
-  return it == readers_.end() ? none : it->second;
 }
 
 Plan Planner::run() {
@@ -274,8 +274,8 @@ void Planner::visit(const Node& n) {
     return add_constant(n, out);
   if (n.op.rfind("aten.arange.", 0) == 0) return add_index(n, out);
   if (n.op == "aten.as_strided.default") check_as_strided(n);
-  // Any reader but an elementwise step or a view (a cat's parts too) reads an index value from
-  // memory, written before the reader's group exists.
+  // Any reader but an elementwise step, a gather or a view (a cat's parts too) reads an index
+  // value from memory, written before the reader's group exists.
   const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
   if (!identity_or_view && !is_elementwise_op(n.op) && n.op != "aten.gather.default")
     for_each_ref(n, [&](const std::string& v) {

@@ -463,6 +463,46 @@ def test_indexing_by_a_tensor_is_a_gather():
         torch.testing.assert_close(got, want, atol=0, rtol=0)
 
 
+def test_indexing_by_several_tensors_is_one_gather():
+    # Each sequence's last token (a batch arange and lengths), adjacent dimensions by broadcast
+    # index tensors with negative entries, dimensions apart (moved first, as torch does), one
+    # element of two dimensions (0-d index tensors, which torch.export makes selects: the
+    # decomposition alone): each one gather at the linear index; an index outside its own
+    # dimension (whose linear index would still fall inside) makes the gather raise, as torch does.
+    class M(torch.nn.Module):
+        def forward(self, h, lengths, x, rows, cols):
+            return h[torch.arange(h.shape[0]), lengths - 1], x[:, rows, cols], x[rows, :, cols]
+
+    h, lengths, x = torch.randn(3, 7, 5), torch.tensor([7, 1, 4]), torch.randn(4, 6, 9, 2)
+    rows, cols = torch.tensor([[0], [-1], [3]]), torch.tensor([2, -3, 0, 5])
+    ep, _ = capture.export_graph(M(), (h, lengths, x, rows, cols), "m.py")
+    ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert ops.count(torch.ops.aten.gather.default) == 3 and torch.ops.aten.index.Tensor not in ops
+    for got, want in zip(ep.module()(h, lengths, x, rows, cols), M()(h, lengths, x, rows, cols)):
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+    with pytest.raises(RuntimeError):  # cols 9 wraps into the next row of the flattened (6, 9)
+        ep.module()(h, lengths, x, rows, torch.tensor([2, 9, 0, 5]))
+    torch.testing.assert_close(decompose._index(x, [None, torch.tensor(2), torch.tensor(-1)]), x[:, 2, -1], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs", [dict(scale_factor=2, mode="bilinear"),
+                                    dict(size=(11, 6), mode="bilinear", align_corners=True),
+                                    dict(size=(11, 16), mode="nearest"), dict(size=(9, 23), mode="nearest-exact"),
+                                    dict(scale_factor=2, mode="bicubic")])
+def test_interpolation_is_reads_at_computed_indices(kwargs):
+    # F.interpolate through torch's upsample decompositions: gathers at indices computed from
+    # aranges (no upsample op and no multi-tensor index left), matching torch's own kernels.
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, **kwargs)
+
+    x = torch.randn(2, 3, 7, 11)
+    ep, _ = capture.export_graph(M(), (x,), "m.py")
+    ops = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert "aten.gather.default" in ops and not any("upsample" in o or o == "aten.index.Tensor" for o in ops), ops
+    torch.testing.assert_close(ep.module()(x), M()(x), atol=1e-5, rtol=1e-5)
+
+
 def test_safe_softmax_guards_rows_by_their_maximum():
     # scaled_dot_product_attention's softmax: a row masked wholly (-inf) is 0, a row with a NaN is
     # NaN, a row with +inf is NaN, as torch's own; one amax over the rows, no per-element test.
