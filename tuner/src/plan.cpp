@@ -696,12 +696,14 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   // and loaded, so that the op's group may still become a row group (row kernels have no idx), as
   // a masked softmax's where does.
   int fused_group = -1;
-  for (const auto& [pos, v] : operands)
+  std::vector<std::string> derived;  // read, not written
+  for (const auto& [pos, v] : operands) {
     if (auto it = fused_.find(v); it != fused_.end()) fused_group = std::max(fused_group, it->second.group);
-  if ((fused_group < 0 || is_row_group(fused_group) || groups_[fused_group].group.numel() != numel_of(out.shape)) &&
-      feeds_row_op(n.name))
-    for (const auto& [pos, v] : operands)
-      if (index_values_.count(v) && derived_.count(index_values_.at(v).base) && !memory_.count(v)) materialize_index(v);
+    if (index_values_.count(v) && derived_.count(index_values_.at(v).base) && !memory_.count(v)) derived.push_back(v);
+  }
+  if (!derived.empty() && feeds_row_op(n.name) &&
+      (fused_group < 0 || is_row_group(fused_group) || groups_[fused_group].group.numel() != numel_of(out.shape)))
+    for (const std::string& v : derived) materialize_index(v);
   int target = -1, latest_producer = -1;
   bool reads_index = false, loads_int64 = false;
   for (const auto& [pos, v] : operands) {
