@@ -279,7 +279,7 @@ void Planner::visit(const Node& n) {
   const bool identity_or_view = is_identity_op(n.op) || is_view_op(n.op);
   if (!identity_or_view && !is_elementwise_op(n.op) && n.op != "aten.gather.default")
     for_each_ref(n, [&](const std::string& v) {
-      if (index_values_.count(v) && !memory_.count(v)) materialize_index(v);
+      if (inlined_index(v)) materialize_index(v);
     });
   if (n.op == "aten.cat.default") return add_cat(n, out);
   if (n.op == "aten.constant_pad_nd.default") return add_pad(n, out);
@@ -448,8 +448,7 @@ void Planner::materialize_index(const std::string& value) {
   groups_[gi].reads_index = true;
   const std::string var = step.var;
   add_step(gi, value, iotas_.count(view.base) ? iotas_.at(view.base).op : derived_.at(view.base)->op, std::move(step));
-  // A comparison's result (bool) is written as float 0 / 1, as the kernels hold it (fused_output).
-  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, v.dtype == "bool" ? "float32" : v.dtype});
+  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, memory_dtype(value)});  // a bool as float 0 / 1
   memory_[value] = Layout::contiguous(value, v.shape);
   producer_[value] = gi;
 }
@@ -635,14 +634,14 @@ void Planner::add_gather(const Node& n, const ValueInfo& out) {
     if (d != dim && out.shape[d] > in_shape[d]) unsupported(n, "the index is larger than the input outside the gathered dimension");
   if (g_.value(index).dtype != "int64") unsupported(n, "the index must be int64");
   if (fused_.count(in)) materialize(in);  // read at other elements than the result's
-  if (index_values_.count(in) && !memory_.count(in)) materialize_index(in);
+  if (inlined_index(in)) materialize_index(in);
   const Layout& src = operand(in, n);
   Layout view{src.base, out.shape, src.strides, src.offset};
   view.strides[dim] = 0;
   // The index's group when it is an elementwise group over as many elements (after the input's
   // producer), else the latest such group after the index's and the input's producers (an
   // interpolation's reads join one group), else a new group.
-  const bool inlined = index_values_.count(index) && !memory_.count(index);  // computed from positions where read
+  const bool inlined = inlined_index(index);
   int target = -1, latest_producer = producer_.at(src.base);
   if (auto it = fused_.find(index); it != fused_.end()) {
     const int gi = it->second.group;
@@ -650,9 +649,7 @@ void Planner::add_gather(const Node& n, const ValueInfo& out) {
     else materialize(index);
   }
   if (target < 0 && !inlined) latest_producer = std::max(latest_producer, producer_.at(memory_.at(index).base));
-  const int loads = inlined ? 1 : 2;
-  for (int gi = (int)groups_.size() - 1; target < 0 && gi > latest_producer; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, loads)) target = gi;
+  if (target < 0) target = latest_group_over(numel_of(out.shape), latest_producer, [&](int) { return inlined ? 1 : 2; });
   if (target < 0) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.gather_stride = src.strides[dim];
@@ -699,7 +696,7 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   std::vector<std::string> derived;  // read, not written
   for (const auto& [pos, v] : operands) {
     if (auto it = fused_.find(v); it != fused_.end()) fused_group = std::max(fused_group, it->second.group);
-    if (index_values_.count(v) && derived_.count(index_values_.at(v).base) && !memory_.count(v)) derived.push_back(v);
+    if (inlined_index(v) && derived_.count(index_values_.at(v).base)) derived.push_back(v);
   }
   if (!derived.empty() && feeds_row_op(n.name) &&
       (fused_group < 0 || is_row_group(fused_group) || groups_[fused_group].group.numel() != numel_of(out.shape)))
@@ -707,7 +704,7 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   int target = -1, latest_producer = -1;
   bool reads_index = false, loads_int64 = false;
   for (const auto& [pos, v] : operands) {
-    if (index_values_.count(v) && !memory_.count(v)) {
+    if (inlined_index(v)) {
       reads_index = true;  // inlined: in no group, read from no memory
     } else if (auto it = fused_.find(v); it != fused_.end()) {
       target = std::max(target, it->second.group);
@@ -730,10 +727,8 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   bool join = target >= 0 && !is_row_group(target) && target > latest_producer &&
               numel_of(out.shape) == groups_[target].group.numel() && has_room(target, new_loads(target, operands));
   if (!join) {  // the latest group over the same elements after every operand's (fused ones written by theirs)
-    const int after = std::max(latest_producer, target);
-    target = -1;
-    for (int gi = (int)groups_.size() - 1; gi > after && target < 0; --gi)
-      if (!is_row_group(gi) && groups_[gi].group.numel() == numel_of(out.shape) && has_room(gi, new_loads(gi, operands))) target = gi;
+    target = latest_group_over(numel_of(out.shape), std::max(latest_producer, target),
+                               [&](int gi) { return new_loads(gi, operands); });
     join = target >= 0;
   }
   if (!join) target = new_group("elementwise", out.shape);
@@ -750,9 +745,9 @@ void Planner::resolve_operands(const Node& n, int gi, const std::vector<int64_t>
   for (const auto& [pos, v] : tensor_operands(n))
     if (constants_.count(v)) step.fused_operands[v] = constants_.at(v);
   for (const auto& [pos, v] : operands) {
-    if (auto ix = index_values_.find(v); ix != index_values_.end() && !memory_.count(v)) {  // else loaded
+    if (inlined_index(v)) {
       FT_CHECK(per_row == nullptr && !is_row_group(gi), "an index value read in a row group");
-      auto aligned = broadcast_to(ix->second, shape);
+      auto aligned = broadcast_to(index_values_.at(v), shape);
       if (!aligned) unsupported(n, "operand " + v + " does not broadcast to the result");
       step.fused_operands[v] = index_expr(*aligned, "idx", step);
       groups_[gi].reads_index = true;
@@ -960,6 +955,14 @@ bool Planner::has_room(int gi, int loads) const {
   return operands + (int)loaded.size() + (int)live.size() + loads + 1 <= kMaxSlots;
 }
 
+int Planner::latest_group_over(int64_t numel, int after, const std::function<int(int)>& loads) const {
+  for (int gi = (int)groups_.size() - 1; gi > after; --gi)
+    if (!is_row_group(gi) && groups_[gi].group.numel() == numel && has_room(gi, loads(gi))) return gi;
+  return -1;
+}
+
+bool Planner::inlined_index(const std::string& v) const { return index_values_.count(v) && !memory_.count(v); }
+
 // Operands of node n that a step in group gi would load anew: not in its registers (nor inlined),
 // nor read by another of its steps already.
 int Planner::new_loads(int gi, const std::vector<std::pair<size_t, std::string>>& operands) const {
@@ -968,7 +971,7 @@ int Planner::new_loads(int gi, const std::vector<std::pair<size_t, std::string>>
     for (const auto& [v, l] : s.loaded_operands) loaded.insert(v);
   int loads = 0;
   for (const auto& [pos, v] : operands)
-    if (!(index_values_.count(v) && !memory_.count(v)) && !(fused_.count(v) && fused_.at(v).group == gi) && !loaded.count(v)) ++loads;
+    if (!inlined_index(v) && !(fused_.count(v) && fused_.at(v).group == gi) && !loaded.count(v)) ++loads;
   return loads;
 }
 
@@ -1079,7 +1082,7 @@ std::string Planner::materialize_output(const std::string& value) {
   if (g_.value(value).dtype == "bool") FT_USER_ERROR("the model returns a bool tensor (" + value + "); that is not lowered");
   if (cats_.count(value)) realize_cat(value);
   if (fused_.count(value)) materialize(value);
-  if (index_values_.count(value) && !memory_.count(value)) materialize_index(value);
+  if (inlined_index(value)) materialize_index(value);
   const Layout& l = memory_.at(value);
   const ValueInfo& base = g_.value(l.base);
   if (l.is_contiguous() && l.sizes == base.shape) return l.base;

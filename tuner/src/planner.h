@@ -200,6 +200,11 @@ class Planner {
   // kMaxSlots; new_loads: those of node n's operands.
   bool has_room(int gi, int loads) const;
   int new_loads(int gi, const std::vector<std::pair<size_t, std::string>>& operands) const;
+  // The latest group after `after`, not a row group, over `numel` elements, with room for
+  // loads(group) more tensors; -1 for none.
+  int latest_group_over(int64_t numel, int after, const std::function<int(int)>& loads) const;
+  // An index value not written: computed where it is read (once written, it is loaded).
+  bool inlined_index(const std::string& v) const;
   static void for_each_ref(const Node& n, const std::function<void(const std::string&)>& f);
   // The group a step that loads `loads` tensors and reads memory written by group `after` starts
   // a chain in: the latest elementwise group over as many elements after it with room, else a new one.
