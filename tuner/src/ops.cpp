@@ -190,35 +190,44 @@ const std::map<std::string, Emit>& table() {
 
 bool is_elementwise_op(const std::string& op) { return table().count(op) > 0; }
 
-// The ops whose int64 form is not their float one.
-const std::map<std::string, Emit>& int64_table() {
-  static const std::map<std::string, Emit> t = {
-      {"aten.bitwise_not.default", unary("~")},
-      {"aten.fmod.Scalar", fmod(true)},
-      {"aten.fmod.Tensor", fmod(true)},
-      {"aten.remainder.Scalar", remainder(true)},
-      {"aten.remainder.Tensor", remainder(true)},
-      {"aten.abs.default", unary("llabs")},
-      {"aten.minimum.default", [](const ArgExpr& a) { return "llmin(" + req(a, 0, "self") + ", " + req(a, 1, "other") + ")"; }},
-      {"aten.maximum.default", [](const ArgExpr& a) { return "llmax(" + req(a, 0, "self") + ", " + req(a, 1, "other") + ")"; }},
-      {"aten.clamp_min.default", [](const ArgExpr& a) { return "llmax(" + req(a, 0, "self") + ", " + req(a, 1, "min") + ")"; }},
-      {"aten.clamp_max.default", [](const ArgExpr& a) { return "llmin(" + req(a, 0, "self") + ", " + req(a, 1, "max") + ")"; }},
-      {"aten.clamp.default",
-       [](const ArgExpr& a) {
-         std::string e = req(a, 0, "self");
-         const std::string lo = a(1, "min"), hi = a(2, "max");
-         if (!lo.empty()) e = "llmax(" + e + ", " + lo + ")";
-         if (!hi.empty()) e = "llmin(" + e + ", " + hi + ")";
-         return e;
-       }}};
-  return t;
+// minimum, maximum and the clamps through functions `min` and `max`.
+std::map<std::string, Emit> bounds(const std::string& min, const std::string& max) {
+  auto call = [](const std::string& fn, const std::string& x, const std::string& y) { return fn + "(" + x + ", " + y + ")"; };
+  return {{"aten.minimum.default", [=](const ArgExpr& a) { return call(min, req(a, 0, "self"), req(a, 1, "other")); }},
+          {"aten.maximum.default", [=](const ArgExpr& a) { return call(max, req(a, 0, "self"), req(a, 1, "other")); }},
+          {"aten.clamp_min.default", [=](const ArgExpr& a) { return call(max, req(a, 0, "self"), req(a, 1, "min")); }},
+          {"aten.clamp_max.default", [=](const ArgExpr& a) { return call(min, req(a, 0, "self"), req(a, 1, "max")); }},
+          {"aten.clamp.default", [=](const ArgExpr& a) {
+             std::string e = req(a, 0, "self");
+             const std::string lo = a(1, "min"), hi = a(2, "max");
+             if (!lo.empty()) e = call(max, e, lo);
+             if (!hi.empty()) e = call(min, e, hi);
+             return e;
+           }}};
+}
+
+// The ops whose form in integers or over operands that cannot be NaN is not the float one.
+const std::map<std::string, Emit>& special_table(Arith arith) {
+  auto integer = [](const std::string& abs, const std::string& min, const std::string& max) {
+    std::map<std::string, Emit> t = bounds(min, max);
+    t.insert({{"aten.bitwise_not.default", unary("~")},
+              {"aten.fmod.Scalar", fmod(true)},
+              {"aten.fmod.Tensor", fmod(true)},
+              {"aten.remainder.Scalar", remainder(true)},
+              {"aten.remainder.Tensor", remainder(true)},
+              {"aten.abs.default", unary(abs)}});
+    return t;
+  };
+  static const std::map<std::string, Emit> none, int64 = integer("llabs", "llmin", "llmax"), int32 = integer("abs", "min", "max"),
+                                             no_nan = bounds("fminf", "fmaxf");
+  return arith == Arith::Int64 ? int64 : arith == Arith::Int32 ? int32 : arith == Arith::FloatNoNan ? no_nan : none;
 }
 
 bool is_int64_op(const std::string& op) {
   static const std::set<std::string> ops = {"aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
                                             "aten.mul.Tensor", "aten.mul.Scalar", "aten.neg.default", "aten.where.self",
                                             "aten._to_copy.default"};
-  return ops.count(op) > 0 || int64_table().count(op) > 0;
+  return ops.count(op) > 0 || special_table(Arith::Int64).count(op) > 0;
 }
 
 std::string int_literal(double v) { return std::to_string((long long)v) + "LL"; }
@@ -250,14 +259,14 @@ std::string float_literal(double v) {
   return s + "f";
 }
 
-std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64) {
+std::string elementwise_expr(const Node& n, const ArgExpr& arg, Arith arith) {
   if (n.op == "aten._to_copy.default" && n.kwargs.contains("dtype")) {  // x.half(), x.bfloat16(): a rounding
     const std::string to = n.kwargs.at("dtype").value("dtype", "");
     if (is_half(to)) return "fusetune::round_" + half_suffix(to) + "((float)" + req(arg, 0, "self") + ")";
     if (to == "bool") return "(float)(" + req(arg, 0, "self") + " != 0)";  // bools are 0 / 1 in kernels
-    if (to == "int64") return "(long long)(" + req(arg, 0, "self") + ")";   // toward zero, as PyTorch
+    if (to == "int64") return (arith == Arith::Int32 ? "(int)(" : "(long long)(") + req(arg, 0, "self") + ")";  // toward zero, as PyTorch
   }
-  if (const auto it = int64_table().find(n.op); int64 && it != int64_table().end()) return it->second(arg);
+  if (const auto it = special_table(arith).find(n.op); it != special_table(arith).end()) return it->second(arg);
   const auto it = table().find(n.op);
   if (it == table().end()) FT_THROW("not an elementwise op: " + n.op);
   return it->second(arg);

@@ -21,9 +21,13 @@ bool is_int64_op(const std::string& op);
 std::string int_literal(double v);  // an integral value as a long long literal
 // Positions (and keyword names) of a node's tensor operands, for the planner to resolve.
 std::vector<std::pair<size_t, std::string>> tensor_operands(const Node& n);
-// The expression computing node n from its argument expressions, in fp32 or (`int64`) in 64-bit
-// integers.
-std::string elementwise_expr(const Node& n, const ArgExpr& arg, bool int64 = false);
+// How an elementwise expression computes: in fp32 (FloatNoNan: no operand can be NaN, so
+// minimum, maximum and the clamps need no NaN checks), or on int64 values, in 64-bit integers
+// (Int64) or in ints (Int32: the operands and the result fit in 32 bits).
+enum class Arith { Float, FloatNoNan, Int64, Int32 };
+
+// The expression computing node n from its argument expressions.
+std::string elementwise_expr(const Node& n, const ArgExpr& arg, Arith arith = Arith::Float);
 // A float literal that reads back exactly (inf and nan included).
 std::string float_literal(double v);
 // A number argument of an op: an integer literal in int64 arithmetic where it is integral.

@@ -388,9 +388,23 @@ void Planner::add_index(const Node& n, const ValueInfo& out) {
   const json step = n.op == "aten.arange.start_step" ? node_arg(n, 2, "step") : json();
   if (!is_number(start) || !(step.is_null() || is_number(step))) unsupported(n, "start and step must be numbers");
   const bool int64 = out.dtype == "int64";
-  auto literal = [&](double v) { return int64 ? int_literal(v) : float_literal(v); };
-  iotas_[n.name] = Iota{literal(number(start)), literal(step.is_null() ? 1.0 : number(step)), n.op};
+  const double first = number(start), delta = step.is_null() ? 1.0 : number(step);
+  const double last = first + delta * (double)(out.shape[0] - 1);
+  Range range = out.shape[0] == 0 ? Range::point(first) : Range{std::min(first, last), std::max(first, last), false};
+  if (!int64) range = rounded(range);
+  // The offset read as an int, and int64 values computed in ints, where they fit (start + step *
+  // offset then stays in range too).
+  const bool narrow = out.shape[0] <= 2147483647 && (!int64 || (range.fits_int32() && std::fabs(delta) <= 2147483647.0));
+  auto literal = [&](double v) { return !int64 ? float_literal(v) : narrow ? std::to_string((long long)v) : int_literal(v); };
+  iotas_[n.name] = Iota{literal(first), literal(delta), n.op, narrow};
+  ranges_[n.name] = range;
   index_values_[n.name] = Layout::contiguous(n.name, out.shape);
+}
+
+Range Planner::range_of(const std::string& v) const {
+  if (auto it = index_values_.find(v); it != index_values_.end()) return ranges_.at(it->second.base);
+  if (auto it = ranges_.find(v); it != ranges_.end()) return it->second;  // a constant
+  return Range::unknown();
 }
 
 std::string Planner::index_expr(const Layout& view, const std::string& idx, Step& step) const {
@@ -408,25 +422,60 @@ std::string Planner::index_expr(const Layout& view, const std::string& idx, Step
     if (view.offset != 0) at = "(" + int_literal((double)view.offset) + " + " + at + ")";  // a slice or flip of it
   }
   if (auto io = iotas_.find(view.base); io != iotas_.end())
-    return "(" + io->second.start + " + " + io->second.step + " * " + at + ")";
-  if (at != idx) at = declare("@" + at, "long long", [&] { return at; });
-  // A derived value: its op over its operands' values at the same element.
+    return "(" + io->second.start + " + " + io->second.step + " * " + (io->second.narrow ? "(int)" + at : at) + ")";
+  // A derived value: its op over its operands' values at the same element. One the ranges decide
+  // is a literal; a where whose condition they decide is the branch taken.
   const Node& n = *derived_.at(view.base);
   const ValueInfo& out = g_.value(view.base);
   const bool int64 = out.dtype == "int64";
-  return declare(view.base + "@" + at, int64 ? "long long" : "float", [&] {
+  const Range range = ranges_.at(view.base);
+  if (range.is_point()) return !int64 ? float_literal(range.lo) : range.fits_int32() ? std::to_string((long long)range.lo) : int_literal(range.lo);
+  if (at != idx) at = declare("@" + at, "long long", [&] { return at; });
+  auto operand = [&](const std::string& v) -> std::string {
+    const Range r = range_of(v);
+    if (constants_.count(v)) return g_.value(v).dtype == "int64" && r.fits_int32() ? std::to_string((long long)r.lo) : constants_.at(v);
+    return index_expr(*broadcast_to(index_values_.at(v), out.shape), at, step);
+  };
+  auto literal = [&](double v, bool integer) {
+    return !integer || v != std::floor(v) ? number_literal(v, integer) : Range::point(v).fits_int32() ? std::to_string((long long)v) : int_literal(v);
+  };
+  if (n.op == "aten.where.self") {
+    const json& condition = node_arg(n, 0, "condition");
+    const Range c = is_value_ref(condition) ? range_of(value_ref(condition)) : Range::unknown();
+    if (c.is_point()) {
+      const json& taken = node_arg(n, c.lo != 0 ? 1 : 2, c.lo != 0 ? "self" : "other");
+      if (is_value_ref(taken) && g_.value(value_ref(taken)).dtype == out.dtype) return operand(value_ref(taken));
+      if (is_number(taken)) return literal(number(taken), int64);
+    }
+  }
+  // int64 arithmetic in 32 bits where the result and every int64 operand fit (their expressions
+  // are then ints) and no alpha other than 1 or -1 scales an operand; comparisons of such
+  // integers too.
+  const bool scaled = n.op.rfind("aten.add.", 0) == 0 || n.op.rfind("aten.sub.", 0) == 0 || n.op == "aten.rsub.Scalar";
+  const json& alpha = scaled ? node_arg(n, 2, "alpha") : json();
+  bool ints = true, narrow = alpha.is_null() || (is_number(alpha) && std::fabs(number(alpha)) == 1);
+  for (const auto& [pos, v] : tensor_operands(n)) {
+    if (g_.value(v).dtype != "int64") {
+      ints &= pos == 0 && n.op == "aten.where.self";  // a where's condition
+      continue;
+    }
+    narrow &= range_of(v).fits_int32();
+  }
+  ints |= int64;
+  narrow &= ints && (!int64 || range.fits_int32());
+  bool no_nan = !int64;
+  for (const auto& [pos, v] : tensor_operands(n)) no_nan &= !range_of(v).nan;
+  const Arith arith = int64 ? (narrow ? Arith::Int32 : Arith::Int64) : no_nan ? Arith::FloatNoNan : Arith::Float;
+  for (const json& a : n.args) narrow &= !is_number(a) || Range::point(number(a)).fits_int32() || number(a) != std::floor(number(a));
+  return declare(view.base + "@" + at, int64 ? (range.fits_int32() ? "int" : "long long") : "float", [&] {
     ArgExpr arg = [&](size_t i, const char* kw) -> std::string {
       const json& a = node_arg(n, i, kw);
-      if (is_value_ref(a)) {
-        const std::string v = value_ref(a);
-        if (auto c = constants_.find(v); c != constants_.end()) return c->second;
-        return index_expr(*broadcast_to(index_values_.at(v), out.shape), at, step);
-      }
-      if (is_number(a)) return number_literal(number(a), int64);
+      if (is_value_ref(a)) return operand(value_ref(a));
+      if (is_number(a)) return narrow ? literal(number(a), true) : number_literal(number(a), ints);
       if (a.is_string()) return a.get<std::string>();
       return "";
     };
-    return elementwise_expr(n, arg, int64);
+    return elementwise_expr(n, arg, arith);
   });
 }
 
@@ -460,6 +509,7 @@ void Planner::add_constant(const Node& n, const ValueInfo& out) {
   if (!is_number(v) || (out.dtype != "float32" && out.dtype != "int64" && out.dtype != "bool"))
     unsupported(n, "only float32, int64 and bool constants are inlined");
   constants_[n.name] = out.dtype == "int64" ? int_literal(number(v)) : float_literal(number(v));
+  ranges_[n.name] = Range::point(out.dtype == "bool" ? (number(v) != 0) : out.dtype == "float32" ? (double)(float)number(v) : number(v));
 }
 
 namespace {
@@ -658,6 +708,7 @@ void Planner::add_gather(const Node& n, const ValueInfo& out) {
     auto aligned = broadcast_to(index_values_.at(index), out.shape);
     if (!aligned) unsupported(n, "the index does not have the result's shape");
     step.fused_operands[index] = index_expr(*aligned, "idx", step);
+    step.gather_checked = !range_of(index).within(0, (double)in_shape[dim] - 1);
     groups_[target].reads_index = true;
   } else if (auto it = fused_.find(index); it != fused_.end() && it->second.group == target) {
     step.fused_operands[index] = it->second.var;
@@ -685,6 +736,12 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   if (!operands.empty() && !is_half(out.dtype) &&
       std::all_of(operands.begin(), operands.end(), [&](const auto& o) { return index_values_.count(o.second) > 0; })) {
     derived_[n.name] = &n;  // computed from positions only: recomputed where it is read
+    ranges_[n.name] = op_range(n, [&](size_t i, const char* kw) -> std::optional<Range> {
+      const json& a = node_arg(n, i, kw);
+      if (is_value_ref(a)) return range_of(value_ref(a));
+      if (is_number(a)) return Range::point(number(a));
+      return std::nullopt;
+    }, out.dtype == "int64");
     index_values_[n.name] = Layout::contiguous(n.name, out.shape);
     return;
   }

@@ -44,8 +44,9 @@ struct Step {
   // A gather (elementwise groups only; gather_extent > 0): its input's stride (negative in a
   // flipped input) and extent along the gathered dimension. The input is loaded through a view
   // over the result with stride 0 there, plus index * stride; an index outside [0, extent)
-  // traps, where torch raises.
+  // traps, where torch raises (unless the index's range keeps it inside: gather_checked false).
   int64_t gather_stride = 0, gather_extent = 0;
+  bool gather_checked = true;
   // An index value written out (elementwise groups only, node null): the step's expression.
   std::string index_expr = {};
   // The declarations that the index values it reads need (Planner::index_expr), before its own,

@@ -143,12 +143,14 @@ Group finalize_group(Building& b) {
       if (s.gather_extent > 0) {  // the input through its view, plus index * stride along the gathered dimension
         const Layout& view = s.loaded_operands.at(value_ref(n.args.at(0)));
         const std::string at = s.var + "_at";
-        body += "    const long long " + at + " = " + arg(2, "index") + ";\n    if ((unsigned long long)" + at +
-                " >= " + std::to_string(s.gather_extent) + "ULL) __trap();  // out of range: torch raises\n";
+        body += "    const long long " + at + " = " + arg(2, "index") + ";\n";
+        if (s.gather_checked)
+          body += "    if ((unsigned long long)" + at + " >= " + std::to_string(s.gather_extent) +
+                  "ULL) __trap();  // out of range: torch raises\n";
         expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" + offset_expr(view, "idx") + " + " + at +
                " * " + std::to_string(s.gather_stride) + "LL]";
       } else {
-        expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg, s.int64);
+        expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg, s.int64 ? Arith::Int64 : Arith::Float);
       }
       if (s.anchor) {
         const Layout* bias = per_column_bias(n, s.loaded_operands);

@@ -12,6 +12,7 @@
 
 #include "families.h"
 #include "graph.h"
+#include "index_range.h"
 #include "plan_build.h"
 
 namespace fusetune {
@@ -79,6 +80,8 @@ class Planner {
   // The expression of index value `view` at element `idx` of its reader `step`; the variables it
   // needs (derived values, their coordinates) are declared in step.index_lines.
   std::string index_expr(const Layout& view, const std::string& idx, Step& step) const;
+  // The values index value or constant v takes (unknown for any other value).
+  Range range_of(const std::string& v) const;
   void materialize_index(const std::string& value);
 
   // torch.cat: a step over the result picking, by the coordinate along the concatenated
@@ -244,12 +247,14 @@ class Planner {
   std::map<std::string, std::string> conversions_;  // half tensor in memory -> its float32 conversion
   std::map<std::string, std::string> stored_half_;  // float32 value stored in half -> that dtype
   struct Iota {
-    std::string start, step;  // literals of the value's dtype
+    std::string start, step;  // literals of the value's dtype (ints where narrow)
     std::string op;
+    bool narrow;  // the offset read as an int (and int64 values computed in ints): they fit
   };
   std::map<std::string, Iota> iotas_;             // arange node -> its values
   std::map<std::string, Layout> index_values_;    // an arange or a derived value, or a view of one -> the view over it
   std::map<std::string, const Node*> derived_;    // an elementwise op over index values and constants
+  std::map<std::string, Range> ranges_;           // an arange, a derived value or a constant -> its values
   // A torch.cat not computed yet (add_cat): its step over `shape` and the latest group writing a part.
   struct PendingCat {
     Step step;

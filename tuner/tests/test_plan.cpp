@@ -1495,9 +1495,10 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
   EXPECT_EQ(gr.family, "gemm");
   EXPECT_EQ(gr.nodes, (std::vector<std::string>{"mm", "triu"}));
   EXPECT_EQ(accesses(gr), (std::vector<std::string>{"a:operand", "b:operand", "triu:output"}));
-  EXPECT_NE(gr.op_struct.find("const long long v1_i0 = ((0LL + 1LL * ((long long)((unsigned)idx % 6u))) - "
-                              "(0LL + 1LL * ((long long)((unsigned)idx / 6u))));\n"
-                              "    const float v1_i1 = (float)(v1_i0 >= 0.0f);\n"
+  // The positions (0..5, 0..4) and their difference fit in ints: computed in 32 bits.
+  EXPECT_NE(gr.op_struct.find("const int v1_i0 = ((0 + 1 * (int)((long long)((unsigned)idx % 6u))) - "
+                              "(0 + 1 * (int)((long long)((unsigned)idx / 6u))));\n"
+                              "    const float v1_i1 = (float)(v1_i0 >= 0);\n"
                               "    const float v1 = (v1_i1 != 0.f ? v0 : 0.0f);"),
             std::string::npos)
       << gr.op_struct;
@@ -1506,7 +1507,8 @@ TEST(Plan, ArangeMaskFusesIntoTheProductsEpilogue) {
 // A linear interpolation along x's rows as torch's upsample decomposition writes it: source
 // positions, their floor and next index and the weight, computed from an arange only, so each is
 // recomputed where it is read (declared once per step); the two gathers and the blend are one
-// kernel, with no index tensor written.
+// kernel, with no index tensor written. The indices' ranges (0..4, 1..4) fit in ints and in x's
+// rows: computed in 32 bits, with no range check.
 TEST(Plan, ValuesComputedFromArangesAreRecomputedWhereRead) {
   G b;
   b.value("x", {3, 5}, "input");
@@ -1531,12 +1533,14 @@ TEST(Plan, ValuesComputedFromArangesAreRecomputedWhereRead) {
   EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:strided", "y:output"}));
   const std::string& code = gr.op_struct;
   EXPECT_NE(code.find("    const long long v0_i0 = ((long long)((unsigned)idx % 9u));\n"
-                      "    const float v0_i1 = ((0.0f + 1.0f * v0_i0) * 0.5f);\n"
-                      "    const long long v0_i2 = (long long)(v0_i1);\n"
-                      "    const long long v0_at = v0_i2;\n"),
+                      "    const float v0_i1 = ((0.0f + 1.0f * (int)v0_i0) * 0.5f);\n"
+                      "    const int v0_i2 = (int)(v0_i1);\n"
+                      "    const long long v0_at = v0_i2;\n"
+                      "    const float v0 = a.ptr[0]["),
             std::string::npos)
       << code;
-  EXPECT_NE(code.find("    const long long v1_i4 = llmin(v1_i3, 4LL);\n"), std::string::npos) << code;
+  EXPECT_NE(code.find("    const int v1_i4 = min(v1_i3, 4);\n"), std::string::npos) << code;
+  EXPECT_EQ(code.find("__trap"), std::string::npos) << code;
   // The weight's src and lo, at m's element, once each.
   EXPECT_NE(code.find("    const float v3_i4 = (v3_i1 - v3_i3);\n    const float v3 = (v2 * v3_i4);"), std::string::npos)
       << code;
@@ -1651,8 +1655,8 @@ TEST(Plan, SlicedOrFlippedArangeStartsWhereItDoes) {
   const Plan p = plan_graph(b.build({"z"}));
   ASSERT_EQ(p.groups.size(), 1u);
   const std::string& code = p.groups[0].op_struct;
-  EXPECT_NE(code.find("(0.0f + 1.0f * (3LL + ((long long)((unsigned)idx % 9u))))"), std::string::npos) << code;
-  EXPECT_NE(code.find("(0.0f + 1.0f * (8LL + ((long long)((unsigned)idx % 9u) * -1)))"), std::string::npos) << code;
+  EXPECT_NE(code.find("(0.0f + 1.0f * (int)(3LL + ((long long)((unsigned)idx % 9u))))"), std::string::npos) << code;
+  EXPECT_NE(code.find("(0.0f + 1.0f * (int)(8LL + ((long long)((unsigned)idx % 9u) * -1)))"), std::string::npos) << code;
 }
 
 // A gather computes an arange index where it reads it (here through an expand, counting down);
@@ -1676,10 +1680,11 @@ TEST(Plan, ArangesAreComputedWhereReadOrWrittenFirst) {
   // w joins the gather's group (the same elements); the sum reads it from memory.
   EXPECT_EQ(p.groups[0].nodes, (std::vector<std::string>{"rev", "w"}));
   EXPECT_EQ(accesses(p.groups[0]), (std::vector<std::string>{"x:full", "x:strided", "w:output", "rev:output"}));
-  EXPECT_NE(p.groups[0].op_struct.find("const long long v0_at = (3LL + -1LL * ((long long)((unsigned)idx % 4u)));"),
+  EXPECT_NE(p.groups[0].op_struct.find("const long long v0_at = (3 + -1 * (int)((long long)((unsigned)idx % 4u)));\n"
+                                       "    const float v0 = a.ptr[1]["),
             std::string::npos)
       << p.groups[0].op_struct;
-  EXPECT_NE(p.groups[0].op_struct.find("(x[0] * (0.0f + 1.0f * ((long long)((unsigned)idx % 4u))))"), std::string::npos)
+  EXPECT_NE(p.groups[0].op_struct.find("(x[0] * (0.0f + 1.0f * (int)((long long)((unsigned)idx % 4u))))"), std::string::npos)
       << p.groups[0].op_struct;
   EXPECT_EQ(accesses(p.groups[1]), (std::vector<std::string>{"w:strided", "s:output"}));
   EXPECT_EQ(p.groups[2].nodes, (std::vector<std::string>{"half"}));
