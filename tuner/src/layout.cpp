@@ -24,7 +24,9 @@ Layout merged_dims(const Layout& l) {
   return m;
 }
 
-std::string offset_expr(const Layout& l, const std::string& idx) {
+namespace {
+
+std::string offset_terms(const Layout& l, const std::string& idx, bool ints) {
   const Layout m = merged_dims(l);
   const std::vector<int64_t>& sizes = m.sizes;
   const std::vector<int64_t>& strides = m.strides;
@@ -38,13 +40,25 @@ std::string offset_expr(const Layout& l, const std::string& idx) {
     if (strides[d] != 0) {
       std::string term = inner == 1 ? i : "(" + i + " / " + std::to_string(inner) + u + ")";
       if (d > 0) term = "(" + term + " % " + std::to_string(sizes[d]) + u + ")";
-      term = "(long long)" + term;
+      term = (ints ? "(int)" : "(long long)") + term;
       if (strides[d] != 1) term += " * " + std::to_string(strides[d]);
       expr = expr.empty() ? term : term + " + " + expr;
     }
     inner *= sizes[d];
   }
-  return expr.empty() ? "0LL" : "(" + expr + ")";
+  return expr.empty() ? (ints ? "0" : "0LL") : "(" + expr + ")";
+}
+
+}  // namespace
+
+std::string offset_expr(const Layout& l, const std::string& idx) { return offset_terms(l, idx, false); }
+std::string int_offset_expr(const Layout& l, const std::string& idx) { return offset_terms(l, idx, true); }
+
+int64_t offset_span(const Layout& l) {
+  int64_t span = 0;
+  for (size_t d = 0; d < l.sizes.size(); ++d)
+    if (l.sizes[d] > 0) span += (l.sizes[d] - 1) * std::llabs(l.strides[d]);
+  return span;
 }
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {

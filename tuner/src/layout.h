@@ -50,5 +50,10 @@ Layout merged_dims(const Layout& l);
 // bits where the index space allows. E.g. a per-channel [32, 64, 256, 256] view with strides
 // [0, 1, 0, 0]: "(long long)(((unsigned)idx / 65536u) % 64u)".
 std::string offset_expr(const Layout& l, const std::string& idx);
+// The same in ints, for a layout whose offset_span (with what the caller adds) fits in 31 bits.
+std::string int_offset_expr(const Layout& l, const std::string& idx);
+// The largest distance of an element of l from its first, in elements: the sum of
+// (size - 1) * |stride|.
+int64_t offset_span(const Layout& l);
 
 }  // namespace fusetune

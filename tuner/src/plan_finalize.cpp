@@ -147,8 +147,13 @@ Group finalize_group(Building& b) {
         if (s.gather_checked)
           body += "    if ((unsigned long long)" + at + " >= " + std::to_string(s.gather_extent) +
                   "ULL) __trap();  // out of range: torch raises\n";
-        expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" + offset_expr(view, "idx") + " + " + at +
-               " * " + std::to_string(s.gather_stride) + "LL]";
+        // In ints where every offset it can read fits (the index is in range by now): a load's
+        // address is then one multiply-add.
+        const bool ints = offset_span(view) + (s.gather_extent - 1) * std::llabs(s.gather_stride) <= 2147483647LL;
+        expr = "a.ptr[" + std::to_string(slot_of(view, Access::Strided)) + "][" +
+               (ints ? int_offset_expr(view, "idx") + " + (int)" + at + " * " + std::to_string(s.gather_stride)
+                     : offset_expr(view, "idx") + " + " + at + " * " + std::to_string(s.gather_stride) + "LL") +
+               "]";
       } else {
         expr = s.anchor ? planner_family(gr.family).anchor_expr(n, arg) : elementwise_expr(n, arg, s.int64 ? Arith::Int64 : Arith::Float);
       }

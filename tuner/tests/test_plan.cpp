@@ -8,6 +8,7 @@
 #include "error.h"
 #include "families.h"
 #include "graph_builder.h"
+#include "index_range.h"
 #include "measure.h"
 #include "pipeline.h"
 #include "plan.h"
@@ -583,12 +584,24 @@ TEST(Plan, GatherReadsItsInputAtTheIndex) {
   EXPECT_NE(gr.op_struct.find("const long long v2_at = v1;\n    if ((unsigned long long)v2_at >= 6ULL) __trap();"),
             std::string::npos)
       << gr.op_struct;
-  EXPECT_NE(gr.op_struct.find("const float v2 = a.ptr[1][((long long)((unsigned)idx / 2u) * 6) + v2_at * 1LL];"),
+  // Every offset it can read fits in an int: computed in ints.
+  EXPECT_NE(gr.op_struct.find("const float v2 = a.ptr[1][((int)((unsigned)idx / 2u) * 6) + (int)v2_at * 1];"),
             std::string::npos)
       << gr.op_struct;
   const Layout& view = gr.slots.at(1).layout;
   EXPECT_EQ(view.sizes, (std::vector<int64_t>{4, 2}));
   EXPECT_EQ(view.strides, (std::vector<int64_t>{6, 0}));
+}
+
+// A gather from an input of more than 2^31 elements computes its offsets in 64 bits.
+TEST(Plan, GatherFromAHugeInputHasLongOffsets) {
+  G b;
+  b.value("x", {70000, 40000}, "input").value("t", {70000, 1}, "input", "int64");
+  b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("t")}, {70000, 1});
+  const Plan p = plan_graph(b.build({"g"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_NE(p.groups[0].op_struct.find("a.ptr[1][((long long)(unsigned)idx * 40000) + v0_at * 1LL]"), std::string::npos)
+      << p.groups[0].op_struct;
 }
 
 TEST(Plan, GatherByAFloatIndexIsRefused) {
@@ -1471,6 +1484,102 @@ TEST(Plan, ConstantTensorsAreInlined) {
 
   Graph returned = G().node("z", "aten.scalar_tensor.default", std::vector<json>{1.0}, {}).build({"z"});
   EXPECT_THROW(plan_graph(returned), UserError);
+}
+
+// op_range follows an interpolation's source index: (pos + 0.5) * 0.5 - 0.5 in float32, clamped
+// at 0 and truncated to int64, is 0..63 for pos 0..127; the decomposition's wrap of negative
+// indices and its in-range test are then decided.
+TEST(IndexRange, FollowsAnInterpolationsIndexAndDecidesItsTests) {
+  auto node = [](const std::string& op, json kwargs = json::object()) { return Node{"n", op, json::array(), std::move(kwargs), ""}; };
+  auto args = [](std::vector<std::optional<Range>> rs) {
+    return [rs](size_t i, const char*) { return i < rs.size() ? rs[i] : std::nullopt; };
+  };
+  const Range pos{0, 127, false};
+  Range src = op_range(node("aten.add.Tensor"), args({pos, Range::point(0.5)}), false);
+  src = op_range(node("aten.mul.Tensor"), args({src, Range::point(0.5)}), false);
+  src = op_range(node("aten.sub.Tensor"), args({src, Range::point(0.5)}), false);
+  EXPECT_LT(src.lo, -0.25);  // float32's rounding allowed for
+  src = op_range(node("aten.clamp_min.default"), args({src, Range::point(0)}), false);
+  EXPECT_EQ(src.lo, 0.0);
+  const Range lo = op_range(node("aten._to_copy.default", {{"dtype", {{"dtype", "int64"}}}}), args({src}), true);
+  EXPECT_EQ(lo.lo, 0.0);
+  EXPECT_EQ(lo.hi, 63.0);
+  EXPECT_TRUE(lo.fits_int32());
+  const Range negative = op_range(node("aten.lt.Scalar"), args({lo, Range::point(0)}), false);
+  EXPECT_TRUE(negative.is_point());
+  EXPECT_EQ(negative.lo, 0.0);
+  const Range wrapped = op_range(node("aten.add.Tensor"), args({lo, Range::point(64)}), true);
+  const Range index = op_range(node("aten.where.self"), args({negative, wrapped, lo}), true);
+  EXPECT_EQ(index.lo, 0.0);
+  EXPECT_EQ(index.hi, 63.0);
+  EXPECT_EQ(op_range(node("aten.lt.Scalar"), args({index, Range::point(64)}), false).lo, 1.0);
+  const Range high = op_range(node("aten.ge.Scalar"), args({index, Range::point(32)}), false);  // undecided
+  EXPECT_FALSE(high.is_point());
+  EXPECT_EQ(high.lo, 0.0);
+  EXPECT_EQ(high.hi, 1.0);
+  EXPECT_EQ(op_range(node("aten.where.self"), args({high, wrapped, lo}), true).hi, 127.0);
+}
+
+// Float32 rounding stays inside the range; what cannot be bounded is unknown and decides nothing.
+TEST(IndexRange, IsConservative) {
+  auto node = [](const std::string& op) { return Node{"n", op, json::array(), json::object(), ""}; };
+  auto args = [](std::vector<std::optional<Range>> rs) {
+    return [rs](size_t i, const char*) { return i < rs.size() ? rs[i] : std::nullopt; };
+  };
+  const float sum = 0.1f + 0.2f;
+  const Range r = op_range(node("aten.add.Tensor"), args({Range::point(0.1f), Range::point(0.2f)}), false);
+  EXPECT_LE(r.lo, sum);
+  EXPECT_GE(r.hi, sum);
+  EXPECT_FALSE(r.is_point());
+  // A divisor that may be 0, an int64 product past 2^53, an op it does not follow: unknown.
+  EXPECT_TRUE(op_range(node("aten.div.Tensor"), args({Range::point(1), Range{-1, 1, false}}), false).nan);
+  EXPECT_TRUE(op_range(node("aten.mul.Tensor"), args({Range{0, 0x1p40, false}, Range{0, 0x1p20, false}}), true).nan);
+  EXPECT_TRUE(op_range(node("aten.exp.default"), args({Range::point(1)}), false).nan);
+  const Range undecided = op_range(node("aten.lt.Scalar"), args({Range::unknown(), Range::point(0)}), false);
+  EXPECT_FALSE(undecided.is_point());
+  // Python's remainder by 4 is 0..3 (x itself where x is already there); C's fmod keeps x's sign.
+  EXPECT_EQ(op_range(node("aten.remainder.Scalar"), args({Range{-5, 5, false}, Range::point(4)}), true).lo, 0.0);
+  EXPECT_EQ(op_range(node("aten.remainder.Scalar"), args({Range{-5, 5, false}, Range::point(4)}), true).hi, 3.0);
+  EXPECT_EQ(op_range(node("aten.fmod.Scalar"), args({Range{-5, 5, false}, Range::point(4)}), true).lo, -3.0);
+  EXPECT_EQ(op_range(node("aten.remainder.Scalar"), args({Range{1, 2, false}, Range::point(4)}), true).lo, 1.0);
+  EXPECT_TRUE((Range{-2147483647.0, 2147483647.0, false}).fits_int32());
+  EXPECT_FALSE((Range{0, 2147483648.0, false}).fits_int32());
+  EXPECT_FALSE((Range{-2147483648.0, 0, false}).fits_int32());
+}
+
+// A gather at an index wrapped and masked as torch's indexing decomposition writes it
+// (where(i < 0, i + n, i), then -1 where it falls outside): over positions 0..4 both tests are
+// decided, so the index is the position itself, in ints, with no range check; the next position
+// (1..5) can leave x's 5 columns and keeps its check.
+TEST(Plan, DecidedWrapsAndMasksOfAnIndexFold) {
+  G b;
+  b.value("x", {3, 5}, "input");
+  b.node("pos", "aten.arange.default", {5}, {5}).values_dtype("pos", "int64");
+  b.node("neg", "aten.lt.Scalar", {G::ref("pos"), 0}, {5}).values_dtype("neg", "bool");
+  b.node("up", "aten.add.Tensor", {G::ref("pos"), 5}, {5}).values_dtype("up", "int64");
+  b.node("wrap", "aten.where.self", {G::ref("neg"), G::ref("up"), G::ref("pos")}, {5}).values_dtype("wrap", "int64");
+  b.node("inside", "aten.lt.Scalar", {G::ref("wrap"), 5}, {5}).values_dtype("inside", "bool");
+  b.node("none", "aten.scalar_tensor.default", {-1}, {}, json{{"dtype", {{"dtype", "int64"}}}}).values_dtype("none", "int64");
+  b.node("at", "aten.where.self", {G::ref("inside"), G::ref("wrap"), G::ref("none")}, {5}).values_dtype("at", "int64");
+  b.node("i", "aten.expand.default", {G::ref("at"), json::array({3, 5})}, {3, 5}).values_dtype("i", "int64");
+  b.node("g", "aten.gather.default", {G::ref("x"), 1, G::ref("i")}, {3, 5});
+  b.node("next", "aten.add.Tensor", {G::ref("pos"), 1}, {5}).values_dtype("next", "int64");
+  b.node("j", "aten.expand.default", {G::ref("next"), json::array({3, 5})}, {3, 5}).values_dtype("j", "int64");
+  b.node("h", "aten.gather.default", {G::ref("x"), 1, G::ref("j")}, {3, 5});
+  b.node("y", "aten.add.Tensor", {G::ref("g"), G::ref("h")}, {3, 5});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& code = p.groups[0].op_struct;
+  EXPECT_NE(code.find("    const long long v0_at = (0 + 1 * (int)v0_i0);\n"
+                      "    const float v0 = a.ptr[0][((int)((unsigned)idx / 5u) * 5) + (int)v0_at * 1];\n"),
+            std::string::npos)
+      << code;
+  EXPECT_NE(code.find("    const int v1_i1 = ((0 + 1 * (int)v1_i0) + 1);\n"
+                      "    const long long v1_at = v1_i1;\n"
+                      "    if ((unsigned long long)v1_at >= 5ULL) __trap();"),
+            std::string::npos)
+      << code;
+  EXPECT_EQ(code.find(" ? "), std::string::npos) << code;
 }
 
 // torch.triu(a @ b) as torch.export writes it: two aranges viewed as a row and a column, their
