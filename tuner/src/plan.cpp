@@ -429,49 +429,57 @@ std::string Planner::index_expr(const Layout& view, const std::string& idx, Step
   const ValueInfo& out = g_.value(view.base);
   const bool int64 = out.dtype == "int64";
   const Range range = ranges_.at(view.base);
-  if (range.is_point()) return !int64 ? float_literal(range.lo) : range.fits_int32() ? std::to_string((long long)range.lo) : int_literal(range.lo);
+  // An integral value as an int literal where it fits in one.
+  auto integer = [](double v) { return Range::point(v).fits_int32() ? std::to_string((long long)v) : int_literal(v); };
+  if (range.is_point()) return int64 ? integer(range.lo) : float_literal(range.lo);
   if (at != idx) at = declare("@" + at, "long long", [&] { return at; });
-  auto operand = [&](const std::string& v) -> std::string {
-    const Range r = range_of(v);
-    if (constants_.count(v)) return g_.value(v).dtype == "int64" && r.fits_int32() ? std::to_string((long long)r.lo) : constants_.at(v);
+  // v's expression: an int where it fits (an int64 constant, arange or derived value), else a
+  // long long.
+  auto value_expr = [&](const std::string& v) -> std::string {
+    if (constants_.count(v)) return g_.value(v).dtype == "int64" ? integer(range_of(v).lo) : constants_.at(v);
     return index_expr(*broadcast_to(index_values_.at(v), out.shape), at, step);
-  };
-  auto literal = [&](double v, bool integer) {
-    return !integer || v != std::floor(v) ? number_literal(v, integer) : Range::point(v).fits_int32() ? std::to_string((long long)v) : int_literal(v);
   };
   if (n.op == "aten.where.self") {
     const json& condition = node_arg(n, 0, "condition");
     const Range c = is_value_ref(condition) ? range_of(value_ref(condition)) : Range::unknown();
     if (c.is_point()) {
       const json& taken = node_arg(n, c.lo != 0 ? 1 : 2, c.lo != 0 ? "self" : "other");
-      if (is_value_ref(taken) && g_.value(value_ref(taken)).dtype == out.dtype) return operand(value_ref(taken));
-      if (is_number(taken)) return literal(number(taken), int64);
+      if (is_value_ref(taken) && g_.value(value_ref(taken)).dtype == out.dtype) return value_expr(value_ref(taken));
+      if (is_number(taken)) return int64 && number(taken) == std::floor(number(taken)) ? integer(number(taken)) : float_literal(number(taken));
     }
   }
-  // int64 arithmetic in 32 bits where the result and every int64 operand fit (their expressions
-  // are then ints) and no alpha other than 1 or -1 scales an operand; comparisons of such
-  // integers too.
-  const bool scaled = n.op.rfind("aten.add.", 0) == 0 || n.op.rfind("aten.sub.", 0) == 0 || n.op == "aten.rsub.Scalar";
-  const json& alpha = scaled ? node_arg(n, 2, "alpha") : json();
-  bool ints = true, narrow = alpha.is_null() || (is_number(alpha) && std::fabs(number(alpha)) == 1);
+  // Integer arithmetic (an int64 result, or a comparison of int64 operands): in ints where the
+  // result, every operand and every integral number fit in 32 bits and no alpha other than 1 or
+  // -1 scales an operand; else in long longs, int operands widened first. Float arithmetic
+  // converts int64 operands first, as torch's type promotion does (an int64 division is a true one).
+  bool int_operands = true, fits = !int64 || range.fits_int32(), no_nan = !int64;
   for (const auto& [pos, v] : tensor_operands(n)) {
-    if (g_.value(v).dtype != "int64") {
-      ints &= pos == 0 && n.op == "aten.where.self";  // a where's condition
-      continue;
-    }
-    narrow &= range_of(v).fits_int32();
+    no_nan &= !range_of(v).nan;
+    if (n.op == "aten.where.self" && pos == 0) continue;  // the condition
+    int_operands &= g_.value(v).dtype == "int64";
+    fits &= g_.value(v).dtype != "int64" || range_of(v).fits_int32();
   }
-  ints |= int64;
-  narrow &= ints && (!int64 || range.fits_int32());
-  bool no_nan = !int64;
-  for (const auto& [pos, v] : tensor_operands(n)) no_nan &= !range_of(v).nan;
+  const bool ints = int64 || (out.dtype == "bool" && int_operands);
+  auto check_number = [&](const json& a) { fits &= !is_number(a) || number(a) != std::floor(number(a)) || Range::point(number(a)).fits_int32(); };
+  for (const json& a : n.args) check_number(a);
+  for (const auto& [k, a] : n.kwargs.items()) check_number(a);
+  const bool scaled = n.op.rfind("aten.add.", 0) == 0 || n.op.rfind("aten.sub.", 0) == 0 || n.op == "aten.rsub.Scalar";
+  const json alpha = scaled ? node_arg(n, 2, "alpha") : json();
+  const bool narrow = ints && fits && (alpha.is_null() || (is_number(alpha) && std::fabs(number(alpha)) == 1));
   const Arith arith = int64 ? (narrow ? Arith::Int32 : Arith::Int64) : no_nan ? Arith::FloatNoNan : Arith::Float;
-  for (const json& a : n.args) narrow &= !is_number(a) || Range::point(number(a)).fits_int32() || number(a) != std::floor(number(a));
   return declare(view.base + "@" + at, int64 ? (range.fits_int32() ? "int" : "long long") : "float", [&] {
     ArgExpr arg = [&](size_t i, const char* kw) -> std::string {
       const json& a = node_arg(n, i, kw);
-      if (is_value_ref(a)) return operand(value_ref(a));
-      if (is_number(a)) return narrow ? literal(number(a), true) : number_literal(number(a), ints);
+      if (is_value_ref(a)) {
+        const std::string v = value_ref(a), e = value_expr(v);
+        if (g_.value(v).dtype != "int64" || narrow) return e;
+        if (ints) return "(long long)" + e;
+        return n.op == "aten._to_copy.default" ? e : "(float)" + e;
+      }
+      if (is_number(a)) {
+        const double v = number(a);
+        return narrow && v == std::floor(v) ? integer(v) : number_literal(v, ints);
+      }
       if (a.is_string()) return a.get<std::string>();
       return "";
     };
@@ -791,6 +799,8 @@ void Planner::add_elementwise(const Node& n, const ValueInfo& out) {
   if (!join) target = new_group("elementwise", out.shape);
   Step step{&n, next_var(), false, {}, {}};
   step.int64 = int64;
+  step.int_division = n.op.rfind("aten.div.", 0) == 0 &&
+                      std::any_of(operands.begin(), operands.end(), [&](const auto& o) { return g_.value(o.second).dtype == "int64"; });
   resolve_operands(n, target, out.shape, operands, nullptr, step);
   fused_[n.name] = Fused{target, step.var, out.shape};
   add_step(target, n.name, n.op, std::move(step));

@@ -41,6 +41,7 @@ struct Step {
   int scan = -1;  // for a cumsum / cumprod: its scan
   std::optional<PoolOp> pool = std::nullopt;  // a pooling op: its one loaded operand is the input's own view
   bool int64 = false;  // elementwise groups: its value is int64 (a long long variable); else float
+  bool int_division = false;  // a division of int64 operands: a true one, in floats, as torch's
   // A gather (elementwise groups only; gather_extent > 0): its input's stride (negative in a
   // flipped input) and extent along the gathered dimension. The input is loaded through a view
   // over the result with stride 0 there, plus index * stride; an index outside [0, extent)

@@ -133,8 +133,9 @@ Group finalize_group(Building& b) {
         const json& a = node_arg(n, i, kw);
         if (is_value_ref(a)) {
           const std::string v = value_ref(a);
-          if (auto it = s.fused_operands.find(v); it != s.fused_operands.end()) return it->second;
-          return load_expr(s.loaded_operands.at(v));
+          const auto it = s.fused_operands.find(v);
+          const std::string e = it != s.fused_operands.end() ? it->second : load_expr(s.loaded_operands.at(v));
+          return s.int_division ? "(float)" + e : e;
         }
         if (is_number(a)) return number_literal(number(a), s.int64);
         if (a.is_string()) return a.get<std::string>();

@@ -1547,6 +1547,41 @@ TEST(IndexRange, IsConservative) {
   EXPECT_FALSE((Range{-2147483648.0, 0, false}).fits_int32());
 }
 
+// Int64 arithmetic whose result leaves 32 bits widens its int operands first (an int product
+// would overflow), and a division of int64 values is a true one, in floats, as torch's.
+TEST(Plan, DerivedIntegersWidenWhereTheyLeave32BitsAndDivideAsFloats) {
+  G b;
+  b.value("x", {100000}, "input");
+  b.node("pos", "aten.arange.default", {100000}, {100000}).values_dtype("pos", "int64");
+  b.node("square", "aten.mul.Tensor", {G::ref("pos"), G::ref("pos")}, {100000}).values_dtype("square", "int64");
+  b.node("next", "aten.add.Tensor", {G::ref("pos"), 1}, {100000}).values_dtype("next", "int64");
+  b.node("q", "aten.div.Tensor", {G::ref("square"), G::ref("next")}, {100000});
+  b.node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("q")}, {100000});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  const std::string& code = p.groups[0].op_struct;
+  EXPECT_NE(code.find("    const int v0_i0 = ((0 + 1 * (int)idx) + 1);\n"
+                      "    const long long v0_i1 = ((long long)(0 + 1 * (int)idx) * (long long)(0 + 1 * (int)idx));\n"
+                      "    const float v0_i2 = ((float)v0_i1 / (float)v0_i0);\n"),
+            std::string::npos)
+      << code;
+}
+
+// x * (a / b) with int64 a and b: torch's division is a true one, so the step divides floats
+// (C++ would divide the long longs as integers).
+TEST(Plan, ADivisionOfInt64TensorsIsInFloats) {
+  G b;
+  b.value("x", {8, 16}, "input").value("a", {8, 16}, "input", "int64").value("b", {8, 16}, "input", "int64");
+  b.node("q", "aten.div.Tensor", {G::ref("a"), G::ref("b")}, {8, 16});
+  b.node("y", "aten.mul.Tensor", {G::ref("x"), G::ref("q")}, {8, 16});
+  const Plan p = plan_graph(b.build({"y"}));
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_NE(p.groups[0].op_struct.find("const float v0 = ((float)reinterpret_cast<const long long*>(a.ptr[1])[((long long)(unsigned)idx)] / "
+                                       "(float)reinterpret_cast<const long long*>(a.ptr[2])[((long long)(unsigned)idx)]);"),
+            std::string::npos)
+      << p.groups[0].op_struct;
+}
+
 // A gather at an index wrapped and masked as torch's indexing decomposition writes it
 // (where(i < 0, i + n, i), then -1 where it falls outside): over positions 0..4 both tests are
 // decided, so the index is the position itself, in ints, with no range check; the next position
