@@ -34,6 +34,14 @@ Range corners(const Range& a, const Range& b, F f) {
   return r;
 }
 
+// Each value of r rounded to float32: rounding is monotonic, off by at most 2^-24 of the value
+// (of a normal one) or 2^-149 (of a subnormal one); a bound of 0 stays exact.
+Range rounded(Range r) {
+  if (r.nan) return r;
+  const double lo = r.lo - std::fabs(r.lo) * 0x1p-22 - 0x1p-140, hi = r.hi + std::fabs(r.hi) * 0x1p-22 + 0x1p-140;
+  return Range{r.lo >= 0 ? std::max(lo, 0.0) : lo, r.hi <= 0 ? std::min(hi, 0.0) : hi, false};
+}
+
 // int64 results are exact in doubles up to 2^53; past that nothing is known.
 Range integral(Range r) {
   if (r.nan || std::fabs(r.lo) > 0x1p53 || std::fabs(r.hi) > 0x1p53) return Range::unknown();
@@ -65,14 +73,6 @@ Range modulo(bool python, const Range& x, const Range& m, bool int64) {
 
 }  // namespace
 
-// Rounding is monotonic, off by at most 2^-24 of the value (of a normal one) or 2^-149 (of a
-// subnormal one); a bound of 0 stays exact.
-Range rounded(Range r) {
-  if (r.nan) return r;
-  const double lo = r.lo - std::fabs(r.lo) * 0x1p-22 - 0x1p-140, hi = r.hi + std::fabs(r.hi) * 0x1p-22 + 0x1p-140;
-  return Range{r.lo >= 0 ? std::max(lo, 0.0) : lo, r.hi <= 0 ? std::min(hi, 0.0) : hi, false};
-}
-
 Range Range::unknown() { return Range{-kInf, kInf, true}; }
 Range Range::point(double v) { return std::isnan(v) ? unknown() : Range{v, v, false}; }
 
@@ -87,7 +87,7 @@ Range op_range(const Node& n, const RangeArg& arg, bool int64) {
   if (op == "add" || op == "sub" || op == "rsub") {
     const bool reversed = op == "rsub";
     Range self = need(reversed ? 1 : 0, reversed ? "other" : "self"), other = need(reversed ? 0 : 1, reversed ? "self" : "other");
-    if (auto alpha = arg(2, "alpha")) other = corners(other, *alpha, [](double x, double y) { return x * y; });
+    if (auto alpha = arg(2, "alpha")) other = finish(corners(other, *alpha, [](double x, double y) { return x * y; }));
     if (op == "add") return finish(corners(self, other, [](double x, double y) { return x + y; }));
     return finish(corners(self, other, [](double x, double y) { return x - y; }));
   }

@@ -23,9 +23,6 @@ struct Range {
   bool within(double a, double b) const { return !nan && lo >= a && hi <= b; }
 };
 
-// Each value of r rounded to float32.
-Range rounded(Range r);
-
 // The range of argument i (keyword kw) of a node: nullopt where it is absent.
 using RangeArg = std::function<std::optional<Range>(size_t i, const char* kw)>;
 

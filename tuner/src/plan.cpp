@@ -391,7 +391,11 @@ void Planner::add_index(const Node& n, const ValueInfo& out) {
   const double first = number(start), delta = step.is_null() ? 1.0 : number(step);
   const double last = first + delta * (double)(out.shape[0] - 1);
   Range range = out.shape[0] == 0 ? Range::point(first) : Range{std::min(first, last), std::max(first, last), false};
-  if (!int64) range = rounded(range);
+  // In float32, start + step * offset rounds twice: off by 2^-23 of |start| + |step * offset| at most.
+  if (!int64) {
+    const double error = (std::fabs(first) + std::fabs(delta) * (double)std::max<int64_t>(out.shape[0] - 1, 0)) * 0x1p-21;
+    range = Range{range.lo - error, range.hi + error, false};
+  }
   // The offset read as an int, and int64 values computed in ints, where they fit (start + step *
   // offset then stays in range too).
   const bool narrow = out.shape[0] <= 2147483647 && (!int64 || (range.fits_int32() && std::fabs(delta) <= 2147483647.0));
