@@ -58,6 +58,11 @@ def source_of(node, model_path):
     return trace_source(node.meta.get("stack_trace") or "", model_path)
 
 
+def located(where):
+    """A message's " (model.py:14: code)" suffix, or nothing where the line is unknown."""
+    return f" ({where})" if where else ""
+
+
 def trace_source(trace, model_path):
     """Point at the user's own line when there is one: that is what a person reading a report wants."""
     frames = parse_frames(trace)
@@ -79,7 +84,7 @@ def check_static_sizes(ep, model_path):
                        for v in vals)
         if symbolic and node.op == "call_function":
             where = source_of(node, model_path)
-            raise UserError(f"{op_name(node.target)}" + (f" ({where})" if where else "") +
+            raise UserError(f"{op_name(node.target)}" + located(where) +
                             " has a size or value that depends on the data forward computes; fusetune lowers one "
                             "fixed graph of kernels, so write forward without it")
 
@@ -231,10 +236,10 @@ def export_error(e, model_path):
     where = trace_source(text[text.index(_RAISED):], model_path) if _RAISED in text else ""
     if "data-dependent" in first_line(e):
         why = ("forward's control flow or a tensor's size depends on values it computes"
-               + (f" ({where})" if where else "") +
+               + located(where) +
                "; fusetune lowers one fixed graph of kernels, so write forward without that branch or size")
     else:
-        why = first_line(e) + (f" ({where})" if where else "")
+        why = first_line(e) + located(where)
     return f"torch.export could not capture {os.path.basename(model_path)}: {why}"
 
 
