@@ -29,10 +29,11 @@ class Family {
   virtual std::string group_family() const { return name(); }
   // Planner rule: ops that start a group of this family (none for plain elementwise chains).
   virtual bool anchors(const std::string& op) const { return false; }
-  // Fills the group's operands (a, b) and problem size for anchor node n and records the
-  // other tensors the anchor reads; returns false with `why` when this form is not supported.
+  // Fills the group's operands (a and b, or q, k and v: the first slots) and problem size for
+  // anchor node n and records the other tensors the anchor reads; returns false with `why` when
+  // this form is not supported.
   virtual bool plan_anchor(const Node& n, const std::vector<int64_t>& out_shape, const LayoutOf& layout_of,
-                           Group& g, Layout& a, Layout& b, std::map<std::string, Layout>& loaded,
+                           Group& g, std::vector<Layout>& operands, std::map<std::string, Layout>& loaded,
                            std::string& why) const {
     why = "not an anchor";
     return false;

@@ -860,9 +860,25 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
     }
   }
   int gi = plan_anchor(n, out, family);
-  const Layout a = groups_[gi].a, b = groups_[gi].b;
+  const std::vector<Layout> operands = groups_[gi].operands;
+  auto half_operand = [&](const std::string& base) {
+    return is_half(memory_dtype(base)) && std::any_of(operands.begin(), operands.end(), [&](const Layout& l) { return l.base == base; });
+  };
+  if (std::none_of(operands.begin(), operands.end(), [&](const Layout& l) { return half_operand(l.base); })) return;
+  if (operands.size() == 2 && multiplies_half_operands(gi, n, family, written)) return;
+  groups_.pop_back();
+  fused_.erase(n.name);
+  for (const auto& [pos, v] : tensor_operands(n))
+    if (half_operand(memory_.at(v).base)) float_copy(v, n);
+  plan_anchor(n, out, family);
+}
+
+// Whether a family of product group gi multiplies its half operands as they are (typed_values
+// then keeps them in half), storing a float32 operand written just now in half for it where that
+// makes both operands half.
+bool Planner::multiplies_half_operands(int gi, const Node& n, const Family& family, const std::set<std::string>& written) {
+  const Layout a = groups_[gi].operands[0], b = groups_[gi].operands[1];
   std::string da = memory_dtype(a.base), db = memory_dtype(b.base);
-  if (!is_half(da) && !is_half(db)) return;
   const auto families = all_families();
   auto multiplied_half = [&](const std::string& dtype_a, const std::string& dtype_b) {
     Group operands = groups_[gi].group;
@@ -880,17 +896,10 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
     store_half(b.base, da);
     db = da;
   }
-  if (multiplied_half(da, db)) {
-    groups_[gi].typed_values[a.base] = da;
-    groups_[gi].typed_values[b.base] = db;
-    return;
-  }
-  groups_.pop_back();
-  fused_.erase(n.name);
-  for (const auto& [pos, v] : tensor_operands(n))
-    if ((memory_.at(v).base == a.base || memory_.at(v).base == b.base) && is_half(memory_dtype(memory_.at(v).base)))
-      float_copy(v, n);
-  plan_anchor(n, out, family);
+  if (!multiplied_half(da, db)) return false;
+  groups_[gi].typed_values[a.base] = da;
+  groups_[gi].typed_values[b.base] = db;
+  return true;
 }
 
 bool Planner::half_storable(const std::string& v, const Node& n, const std::string& dtype) const {
@@ -928,7 +937,7 @@ int Planner::plan_anchor(const Node& n, const ValueInfo& out, const Family& fami
   Step step{&n, next_var(), true, {}, {}};
   auto layout_of = [&](const std::string& v) -> const Layout& { return operand(v, n, /*int64_ok=*/false, /*half_ok=*/true); };
   std::string why;
-  if (!family.plan_anchor(n, out.shape, layout_of, b.group, b.a, b.b, step.loaded_operands, why))
+  if (!family.plan_anchor(n, out.shape, layout_of, b.group, b.operands, step.loaded_operands, why))
     unsupported(n, why);
   fused_[n.name] = Fused{gi, step.var, out.shape};
   add_step(gi, n.name, n.op, std::move(step));

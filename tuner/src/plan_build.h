@@ -102,7 +102,7 @@ struct Building {
   // bfloat16.
   std::map<std::string, std::string> typed_values;
   std::vector<Step> steps;
-  Layout a, b;  // gemm operands
+  std::vector<Layout> operands;  // an anchor's (a matrix product's a and b): the first slots
   RowInfo row;  // family "reduce" only
   // A step reads an index value (arange) as an expression of the linear index idx, which only
   // elementwise and matrix-product groups have: the group never becomes a row group.

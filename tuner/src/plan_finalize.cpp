@@ -52,8 +52,7 @@ Group finalize_group(Building& b) {
   Group& gr = b.group;
   const bool anchored = gr.family != "elementwise";
   if (anchored) {  // a matrix product's operands may be half (Planner::add_anchor)
-    gr.slots.push_back(Slot{b.a, Access::Operand, b.dtype_of(b.a.base)});
-    gr.slots.push_back(Slot{b.b, Access::Operand, b.dtype_of(b.b.base)});
+    for (const Layout& l : b.operands) gr.slots.push_back(Slot{l, Access::Operand, b.dtype_of(l.base)});
   }
   auto slot_of = [&](const Layout& l, Access access) {
     for (size_t i = 0; i < gr.slots.size(); ++i)

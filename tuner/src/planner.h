@@ -126,6 +126,7 @@ class Planner {
 
   void add_anchor(const Node& n, const ValueInfo& out, const Family& family);
   int plan_anchor(const Node& n, const ValueInfo& out, const Family& family);
+  bool multiplies_half_operands(int gi, const Node& n, const Family& family, const std::set<std::string>& written);
   // Whether value v, just written in float32 for anchor n, may be stored as `dtype` (half)
   // instead: the model holds it so, its group stores half (not a row group), and nothing but n
   // and elementwise steps reads it (through views too). store_half does it.

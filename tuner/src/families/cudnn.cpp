@@ -68,7 +68,9 @@ class CudnnFamily : public Family {
   bool anchors(const std::string& op) const override { return op == kConvolution; }
 
   bool plan_anchor(const Node& n, const std::vector<int64_t>& out_shape, const LayoutOf& layout_of, Group& g,
-                   Layout& a, Layout& b, std::map<std::string, Layout>& loaded, std::string& why) const override {
+                   std::vector<Layout>& operands, std::map<std::string, Layout>& loaded, std::string& why) const override {
+    operands.assign(2, Layout{});
+    Layout &a = operands[0], &b = operands[1];
     const json &jx = n.args.at(0), &jw = n.args.at(1), &jbias = node_arg(n, 2, "bias");
     if (!is_value_ref(jx) || !is_value_ref(jw)) { why = "the input and the weight must be tensors"; return false; }
     a = layout_of(value_ref(jx));

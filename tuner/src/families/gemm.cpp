@@ -34,7 +34,9 @@ class Gemm : public Family {
   }
 
   bool plan_anchor(const Node& n, const std::vector<int64_t>& out_shape, const LayoutOf& layout_of, Group& g,
-                   Layout& a, Layout& b, std::map<std::string, Layout>& loaded, std::string& why) const override {
+                   std::vector<Layout>& operands, std::map<std::string, Layout>& loaded, std::string& why) const override {
+    operands.assign(2, Layout{});
+    Layout &a = operands[0], &b = operands[1];
     const bool with_bias = n.op == "aten.addmm.default" || n.op == "aten.baddbmm.default";
     const size_t ai = with_bias ? 1 : 0;
     const json &ja = n.args.at(ai), &jb = n.args.at(ai + 1);
