@@ -1208,6 +1208,12 @@ ConvParams ConvParams::from_json(const json& j) {
   return c;
 }
 
+json AttentionParams::to_json() const { return json{{"causal", causal}, {"scale", scale}}; }
+
+AttentionParams AttentionParams::from_json(const json& j) {
+  return AttentionParams{j.at("causal").get<bool>(), j.at("scale").get<double>()};
+}
+
 json Group::to_json() const {
   json j;
   j["id"] = id;
@@ -1216,6 +1222,10 @@ json Group::to_json() const {
   j["ops"] = ops;
   j["index_shape"] = index_shape;
   if (family == "gemm") j["gemm"] = {{"m", m}, {"n", n}, {"k", k}, {"batch", batch}, {"bias_slot", bias_slot}};
+  if (family == "attention") {
+    j["attention"] = attention.to_json();
+    j["attention"].update({{"m", m}, {"n", n}, {"k", k}, {"batch", batch}});
+  }
   if (family == "conv") j["conv"] = conv.to_json();
   if (family == "reduce")
     j["reduce"] = {{"outputs", m}, {"reduced", k}, {"stats", stats}, {"passes", passes}, {"full_outputs", full_outputs},
@@ -1246,6 +1256,11 @@ Group Group::from_json(const json& j) {
     g.bias_slot = m.value("bias_slot", -1);
   }
   if (j.contains("conv")) g.conv = ConvParams::from_json(j.at("conv"));
+  if (j.contains("attention")) {
+    const json& a = j.at("attention");
+    g.attention = AttentionParams::from_json(a);
+    g.m = a.at("m"); g.n = a.at("n"); g.k = a.at("k"); g.batch = a.at("batch");
+  }
   if (j.contains("reduce")) {
     const json& r = j.at("reduce");
     g.m = r.at("outputs");

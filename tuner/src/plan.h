@@ -56,9 +56,19 @@ struct ConvParams {
   static ConvParams from_json(const json& j);
 };
 
+// scaled_dot_product_attention's arguments besides its tensors (an attention group's anchor:
+// q, k and v in slots 0 to 2; m = Sq, n = Sk, k = the head dimension, batch = batch x heads).
+struct AttentionParams {
+  bool causal = false;
+  double scale = 1.0;
+
+  json to_json() const;
+  static AttentionParams from_json(const json& j);
+};
+
 struct Group {
   std::string id;      // g0, g1, ... in execution order
-  std::string family;  // elementwise, gemm, reduce, conv
+  std::string family;  // elementwise, gemm, reduce, conv, attention
   std::vector<std::string> nodes;
   std::vector<std::string> ops;
   std::vector<int64_t> index_shape;
@@ -67,6 +77,7 @@ struct Group {
   int64_t m = 0, n = 0, k = 0, batch = 0;  // gemm only
   int bias_slot = -1;  // gemm: slot of a per-column bias that a library may add inside the product
   ConvParams conv;     // conv only: x in slot 0, the weight in slot 1
+  AttentionParams attention;  // attention only
   // reduce: statistics per row, passes over each row, outputs per element (besides per row),
   // scans along the row, inputs that change along a row (the others are per run or per row),
   // neighbouring rows that one thread can move as vectors (Op::kRowVec)

@@ -163,6 +163,32 @@ TEST(Compile, EveryGemmInstance) {
   compile_space(gr, Compiler(templates(), "sm_90", temp_dir("gemm")));
 }
 
+// Fused attention: heads of 64 under the causal mask with an epilogue (every config), heads of
+// 128 (tiles of 64 keys exceed the static shared memory and are left out); the fp32 policy
+// keeps the 3xTF32 ones only.
+TEST(Compile, EveryAttentionInstance) {
+  Graph g = G().value("q", {2, 3, 45, 64}, "input").value("w", {2, 45, 128}, "input")
+                .node("a", "aten.scaled_dot_product_attention.default", {G::ref("q"), G::ref("q"), G::ref("q"), nullptr, 0.0, true},
+                      {2, 3, 45, 64})
+                .node("y", "aten.sigmoid.default", {G::ref("a")}, {2, 3, 45, 64})
+                .node("b", "aten.scaled_dot_product_attention.default", {G::ref("w"), G::ref("w"), G::ref("w")}, {2, 45, 128})
+                .build({"y", "b"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const std::string dir = temp_dir("attention");
+  std::vector<std::string> causal, wide;
+  compile_space(p.groups[0], Compiler(templates(), "sm_90", dir), &causal);
+  compile_space(p.groups[1], Compiler(templates(), "sm_90", dir), &wide);
+  EXPECT_EQ(causal.size(), 8u);
+  EXPECT_EQ(wide, (std::vector<std::string>{"attention_warps4_bn32_split1", "attention_warps4_bn32_split3",
+                                            "attention_warps8_bn32_split1", "attention_warps8_bn32_split3"}));
+  SearchContext ctx;
+  ctx.configs_dir = path_join(fusetune_home(), "configs");
+  ctx.arch = "sm_90";
+  for (const CompileJob& j : compile_jobs(p.groups[0], ctx, "fp32"))
+    EXPECT_NE(j.name.find("_split3"), std::string::npos) << j.name;
+}
+
 // nn.Linear's x @ W^T + b with a residual, at sizes that are no tile multiple: both operands are
 // K-major with row strides of whole 16 bytes, so the TMA wgmma families compete too, compiled for
 // sm_90a: TF32 under the tf32 policy only, 3xTF32 under either.

@@ -203,6 +203,31 @@ TEST(Emit, ConvolutionGroupsBuild) {
       << constants;
 }
 
+// Every attention form (tests/gpu/models/attention_forms.py): the fused kernel with its launch
+// geometry's header, and the masked form written out into products and a softmax.
+TEST(Emit, AttentionGroupsBuild) {
+  const Captured cap = capture_copy(path_join(fusetune_home(), "tests/gpu/models/attention_forms.py"));
+  std::map<std::string, KernelChoice> kernels;
+  int fused = 0;
+  for (const Group& gr : cap.plan.groups) {
+    const std::map<std::string, KernelChoice> by_family = {{"attention", {"attention", "attention.cuh"}},
+                                                           {"gemm", {"gemm", "gemm.cuh"}},
+                                                           {"reduce", {"reduce", "reduce.cuh"}}};
+    kernels[gr.id] = by_family.at(gr.family);
+    fused += gr.family == "attention";
+  }
+  EXPECT_EQ(fused, 5);
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string g0_cu = read_file(path_join(cap.o.out, "extension/kernels/g0.cu"));
+  EXPECT_NE(g0_cu.find("#include \"attention.cuh\"\n#include \"attention_launch.h\""), std::string::npos) << g0_cu;
+  EXPECT_NE(g0_cu.find("fusetune::attention_kernel<tuned::WARPS, tuned::BN, 64, tuned::SPLIT, true, 0x3e38aa3bu, "
+                       "fusetune_gen::g0_op><<<"),
+            std::string::npos) << g0_cu;
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+}
+
 // State that forward updates in place (a running mean kept as a buffer): its group's binding
 // stores the new value into the model's buffer after the kernel ran.
 TEST(Emit, StateUpdates) {

@@ -594,6 +594,69 @@ TEST(Plan, GatherReadsItsInputAtTheIndex) {
 }
 
 // A gather from an input of more than 2^31 elements computes its offsets in 64 bits.
+// scaled_dot_product_attention (capture keeps it where the attention family runs it) is one
+// group: q, k and v read through their strides as [batch, heads, seq, D] (a 3-D operand gets a
+// head dimension of stride 0), the elementwise chain after it fused, its scale and causal flag
+// recorded and baked into the kernel (scale * log2(e) as float bits).
+TEST(Plan, AttentionIsOneGroupReadingItsOperandsThroughStrides) {
+  Graph g = G().value("x", {2, 70, 3, 4, 16}, "input").value("r", {2, 4, 70, 16}, "input").value("f", {5, 9, 24}, "input")
+                .node("q", "aten.select.int", {G::ref("x"), 2, 0}, {2, 70, 4, 16})
+                .node("qt", "aten.permute.default", {G::ref("q"), {0, 2, 1, 3}}, {2, 4, 70, 16})
+                .node("k", "aten.select.int", {G::ref("x"), 2, 1}, {2, 70, 4, 16})
+                .node("kt", "aten.permute.default", {G::ref("k"), {0, 2, 1, 3}}, {2, 4, 70, 16})
+                .node("a", "aten.scaled_dot_product_attention.default",
+                      {G::ref("qt"), G::ref("kt"), G::ref("kt"), nullptr, 0.0, true}, {2, 4, 70, 16})
+                .node("y", "aten.add.Tensor", {G::ref("a"), G::ref("r")}, {2, 4, 70, 16})
+                .node("flat", "aten.scaled_dot_product_attention.default", {G::ref("f"), G::ref("f"), G::ref("f")},
+                      {5, 9, 24}, {{"scale", 0.5}})
+                .build({"y", "flat"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "attention");
+  EXPECT_EQ(accesses(gr), (std::vector<std::string>{"x:operand", "x:operand", "x:operand", "r:full", "y:output"}));
+  EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{13440, 16, 192, 1}));
+  EXPECT_EQ(gr.slots[0].layout.offset, 0);
+  EXPECT_EQ(gr.slots[1].layout.offset, 64);
+  EXPECT_EQ(gr.m, 70);
+  EXPECT_EQ(gr.n, 70);
+  EXPECT_EQ(gr.k, 16);
+  EXPECT_EQ(gr.batch, 8);
+  EXPECT_TRUE(gr.attention.causal);
+  EXPECT_DOUBLE_EQ(gr.attention.scale, 0.25);
+  const Family& f = family_by_name("attention");
+  const ParamText p4 = [](const std::string& name) { return name == "WARPS" ? std::string("4") : name == "BN" ? "64" : "1"; };
+  EXPECT_EQ(f.kernel_instance(gr, p4), "fusetune::attention_kernel<4, 64, 16, 1, true, 0x3eb8aa3bu, fusetune_gen::g0_op>");
+  const Group& flat = p.groups[1];
+  EXPECT_EQ(flat.slots[0].layout.sizes, (std::vector<int64_t>{5, 1, 9, 24}));
+  EXPECT_EQ(flat.slots[0].layout.strides, (std::vector<int64_t>{216, 0, 24, 1}));
+  EXPECT_FALSE(flat.attention.causal);
+  EXPECT_DOUBLE_EQ(flat.attention.scale, 0.5);
+  const Group back = Group::from_json(flat.to_json());
+  EXPECT_EQ(back.attention.scale, 0.5);
+  EXPECT_EQ(back.m, 9);
+  EXPECT_EQ(back.batch, 5);
+  // TF32 products under the tf32 policy only; tiles whose K and V exceed 48 KB are left out.
+  const Config tf32{"attention", {{"WARPS", 4}, {"BN", 64}, {"SPLIT", 1}}}, x3{"attention", {{"WARPS", 4}, {"BN", 64}, {"SPLIT", 3}}};
+  EXPECT_TRUE(f.allowed(gr, tf32, "tf32"));
+  EXPECT_FALSE(f.allowed(gr, tf32, "fp32"));
+  EXPECT_TRUE(f.allowed(gr, x3, "fp32"));
+  Group wide = gr;
+  wide.k = 128;
+  EXPECT_FALSE(f.allowed(wide, x3, "tf32"));
+}
+
+TEST(Plan, AttentionFormsTheKernelCannotRunAreRefused) {
+  auto sdpa = [](std::vector<int64_t> q, std::vector<int64_t> k, json kwargs = json::object()) {
+    return G().value("q", q, "input").value("k", k, "input")
+        .node("a", "aten.scaled_dot_product_attention.default", {G::ref("q"), G::ref("k"), G::ref("k")}, q, kwargs)
+        .build({"a"});
+  };
+  expect_refusal(sdpa({2, 5, 12}, {2, 5, 12}), "head dimensions other than multiples of 8 up to 128");
+  expect_refusal(sdpa({2, 3, 5, 16}, {2, 2, 5, 16}), "do not broadcast over q's batch and heads");
+  expect_refusal(sdpa({2, 5, 16}, {2, 5, 16}, {{"dropout_p", 0.1}}), "dropout");
+}
+
 TEST(Plan, GatherFromAHugeInputHasLongOffsets) {
   G b;
   b.value("x", {70000, 40000}, "input").value("t", {70000, 1}, "input", "int64");

@@ -150,6 +150,31 @@ def _safe_softmax(x, dim, dtype=None):
     return torch.where(top == float("-inf"), 0.0, e / e.sum(dim, keepdim=True))
 
 
+def _attention_fused(q, k, v, attn_mask, dropout_p, enable_gqa):
+    """Whether the planner runs this scaled_dot_product_attention as one kernel (the attention
+    family, tuner/src/families/attention.cpp): no mask tensor, dropout or grouped heads; 3-D or
+    4-D q, k and v with one head dimension D, a multiple of 8 up to 128; k and v broadcast over
+    q's batch and heads."""
+    if attn_mask is not None or dropout_p != 0 or enable_gqa:
+        return False
+    if not (q.dim() == k.dim() == v.dim() and q.dim() in (3, 4)) or min(q.shape[-2], k.shape[-2]) == 0:
+        return False
+    d = q.shape[-1]
+    if k.shape[-1] != d or v.shape[-1] != d or k.shape[:-1] != v.shape[:-1] or d % 8 or d > 128:
+        return False
+    return all(kd in (qd, 1) for qd, kd in zip(q.shape[:-2], k.shape[:-2]))
+
+
+def _attention(default):
+    """scaled_dot_product_attention kept as one op where the attention family runs it, otherwise
+    `default` (torch's math form: products and a safe softmax, which the planner fuses as such)."""
+    def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if _attention_fused(q, k, v, attn_mask, dropout_p, enable_gqa):
+            return NotImplemented
+        return default(q, k, v, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    return attention
+
+
 def _max_dim(x, dim, keepdim=False):
     """torch.max(x, dim): amax and argmax over the same rows (one row group in the planner)."""
     return torch.amax(x, dim, keepdim), torch.argmax(x, dim, keepdim)
@@ -251,8 +276,9 @@ def decompositions():
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
     max and min over a dimension as their value and index reductions, any and all as a float
     maximum and minimum, indexing by int64 tensors (index, index_select, embedding) as a gather,
-    copy_ into a tensor as its source broadcast and converted, roll as cats of slices, and
-    interpolation (upsample) as reads at computed indices."""
+    copy_ into a tensor as its source broadcast and converted, roll as cats of slices,
+    interpolation (upsample) as reads at computed indices, and scaled_dot_product_attention kept
+    as one op where one kernel runs it."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -272,6 +298,8 @@ def decompositions():
     table[torch.ops.aten._native_batch_norm_legit_no_training.default] = _batch_norm_no_training
     table[torch.ops.aten.nll_loss_forward.default] = _nll_loss_forward
     table[torch.ops.aten._safe_softmax.default] = _safe_softmax
+    sdpa = torch.ops.aten.scaled_dot_product_attention.default
+    table[sdpa] = _attention(table[sdpa])
     table[torch.ops.aten.max.dim] = _max_dim
     table[torch.ops.aten.min.dim] = _min_dim
     for op in (torch.ops.aten.any.dim, torch.ops.aten.any.dims, torch.ops.aten.any.default):

@@ -524,6 +524,28 @@ def test_safe_softmax_guards_rows_by_their_maximum():
     assert (got[:, 1] == 0).all() and got[:, 3:].isnan().all()
 
 
+def test_attention_is_kept_where_one_kernel_runs_it():
+    # Without a mask tensor, dropout or grouped heads, and with heads of a multiple of 8 up to
+    # 128, scaled_dot_product_attention stays one op (the attention family's anchor); otherwise
+    # it is written out into products and a softmax.
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    class M(torch.nn.Module):
+        def forward(self, q, k, v, mask, x):
+            return (sdpa(q, k, v, is_causal=True), sdpa(q, k, v, scale=0.5), sdpa(q, k, v, attn_mask=mask),
+                    sdpa(x, x, x), sdpa(q[..., :4], k[..., :4], v[..., :4]))
+
+    q, k, v = torch.randn(2, 3, 5, 16), torch.randn(2, 3, 7, 16), torch.randn(2, 3, 7, 16)
+    mask, x = torch.randn(5, 7), torch.randn(2, 9, 136)
+    ep, _ = capture.export_graph(M(), (q, k, v, mask, x), "m.py")
+    kept = [n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default]
+    assert [n.args[3:] for n in kept] == [(None, 0.0, True), ()], kept  # the mask, D 136 and D 4 written out
+    assert kept[1].kwargs == {"scale": 0.5}
+    assert sum(n.target is torch.ops.aten.amax.default for n in ep.graph.nodes) == 3
+    for got, want in zip(ep.module()(q, k, v, mask, x), M()(q, k, v, mask, x)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_scaled_gemm_operands_become_a_scaled_product():
     class M(torch.nn.Module):
         def forward(self, q, k, a, w):

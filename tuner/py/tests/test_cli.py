@@ -130,10 +130,8 @@ EXPECTED_PLANS = {
     "avgpool3d": [("elementwise", 1)],
     # Scans: a row group along the scanned dimension.
     "cumsum_rows": [("reduce", 1)],
-    # scaled_dot_product_attention written out (no fused attention kernel yet): Q K^T with the
-    # operands' scales and the causal mask (computed from aranges where the epilogue reads it) in
-    # its epilogue, the softmax with its guard for rows that are wholly masked, and P V.
-    "attention": [("gemm", 3), ("reduce", 7), ("gemm", 1)],
+    # scaled_dot_product_attention without a mask tensor: one fused attention kernel.
+    "attention": [("attention", 1)],
 }
 
 
@@ -207,6 +205,8 @@ GPU_FAMILY_PLANS = {
     "rows_norms_var.py": ["reduce", "reduce", "reduce"],
     "reduce_all_and_unit.py": ["reduce", "elementwise"],  # the minimum over a size-1 dimension is a reshape
     "conv_forms.py": ["conv"] * 6,
+    # Five fused attentions, then the masked one written out: Q K^T with the mask, the softmax, P V.
+    "attention_forms.py": ["attention"] * 5 + ["gemm", "reduce", "gemm"],
     "gemm_tma_forms.py": ["gemm"] * 5,
     "gemm_fp32_accuracy.py": ["gemm"] * 2,  # the Linear with its ReLU, the batched product
     "bool_masks.py": ["reduce", "elementwise", "gemm"],  # the masked product in the scan's loads

@@ -1,0 +1,32 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """scaled_dot_product_attention in the forms the fused kernel runs, at sizes that are multiples
+    of nothing: causal heads of 64 with a residual after them (the epilogue), fewer queries than
+    keys under the causal mask with a scale of its own, more queries than keys without it, a 3-D
+    input with heads of 128, heads of 16 read through the transpose of a [batch, seq, heads, D]
+    view; and an additive mask tensor, which capture writes out into products and a softmax."""
+
+    def forward(self, q, k, v, q2, k2, v2, x3, qkv, mask):
+        causal = F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2.0 + q
+        short = F.scaled_dot_product_attention(q2, k2, v2, is_causal=True, scale=0.3)
+        wide = F.scaled_dot_product_attention(k2, q2, q2)
+        flat = F.scaled_dot_product_attention(x3, x3, x3)
+        b, s, _ = qkv.shape
+        hq, hk, hv = qkv.view(b, s, 3, 4, 16).unbind(2)
+        heads = F.scaled_dot_product_attention(hq.transpose(1, 2), hk.transpose(1, 2), hv.transpose(1, 2), is_causal=True)
+        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return causal, short, wide, flat, heads, masked
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 77, 64), torch.randn(2, 3, 77, 64), torch.randn(2, 3, 77, 64),
+            torch.randn(2, 3, 50, 32), torch.randn(2, 3, 91, 32), torch.randn(2, 3, 91, 32),
+            torch.randn(4, 45, 128), torch.randn(2, 70, 3 * 4 * 16), torch.randn(77, 77)]
+
+
+def get_init_inputs():
+    return []
