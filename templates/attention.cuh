@@ -11,9 +11,8 @@
 // remainder, three products per step), float32's accuracy.
 // SCALE_BITS: the bits of the float scale * log2(e) (the softmax is taken in base 2).
 #pragma once
-#include "elementwise.cuh"  // load_full
 #include "fusetune_args.h"
-#include "fused_math.cuh"
+#include "gemm.cuh"  // store_epilogue
 
 namespace fusetune {
 
@@ -229,19 +228,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const KernelArgs 
     for (int i = 0; i < 4; ++i) {
       const long long row = i < 2 ? r_lo : r_hi;
       if (row >= Sq) continue;
-      const long long idx = (bh * Sq + row) * D + n * 8 + 2 * t + i % 2;
-      float x[Op::kIn];
-      float y[out_count<Op>()];
-      x[0] = o[n][i] * (i < 2 ? inv_lo : inv_hi);
-#pragma unroll
-      for (int f = 0; f < Op::kFull; ++f) {
-        float v[1];
-        load_full<Op, 1>(a, f, idx, v);
-        x[1 + f] = v[0];
-      }
-      Op::template apply<0>(a, idx, x, y);  // the epilogue keeps accurate libm arithmetic
-#pragma unroll
-      for (int k = 0; k < Op::kOut; ++k) a.ptr[Op::kOutSlot + k][idx] = y[k];
+      store_epilogue<Op>(a, (bh * Sq + row) * D + n * 8 + 2 * t + i % 2, o[n][i] * (i < 2 ? inv_lo : inv_hi));
     }
 }
 

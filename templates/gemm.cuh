@@ -40,6 +40,24 @@ __device__ __forceinline__ void load_tile(float* smem, const float* g, long long
   }
 }
 
+// Output element idx of a product-like kernel's group: Op applied to the anchor's value and the
+// full inputs at idx, the float32 outputs stored (Op::apply stores the others).
+template <class Op>
+__device__ __forceinline__ void store_epilogue(const KernelArgs& a, long long idx, float value) {
+  float x[Op::kIn];
+  float y[out_count<Op>()];
+  x[0] = value;
+#pragma unroll
+  for (int s = 0; s < Op::kFull; ++s) {
+    float v[1];
+    load_full<Op, 1>(a, s, idx, v);
+    x[1 + s] = v[0];
+  }
+  Op::template apply<0>(a, idx, x, y);  // the epilogue keeps accurate libm arithmetic
+#pragma unroll
+  for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx] = y[o];
+}
+
 template <int BM, int BN, int BK, int TM, int TN, class Op, int OPERAND = 0>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) gemm_kernel(const KernelArgs a) {
   constexpr int RT = BM / TM, CT = BN / TN, THREADS = RT * CT;
@@ -86,19 +104,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) gemm_kernel(const Kerne
     for (int j = 0; j < TN; ++j) {
       const long long col = col0 + tc + j * CT;
       if (col >= N) continue;
-      const long long idx = (bz * M + row) * N + col;
-      float x[Op::kIn];
-      float y[out_count<Op>()];
-      x[0] = acc[i][j];
-#pragma unroll
-      for (int s = 0; s < Op::kFull; ++s) {
-        float v[1];
-        load_full<Op, 1>(a, s, idx, v);
-        x[1 + s] = v[0];
-      }
-      Op::template apply<0>(a, idx, x, y);  // the epilogue keeps accurate libm arithmetic
-#pragma unroll
-      for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx] = y[o];
+      store_epilogue<Op>(a, (bz * M + row) * N + col, acc[i][j]);
     }
   }
 }
