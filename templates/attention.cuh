@@ -6,9 +6,13 @@
 // and sum in registers, and rescales its output accumulators as later keys raise the maximum.
 //
 // Tuning parameters: WARPS warps of 16 query rows each (a block's BM = 16 * WARPS rows), BN keys
-// per step (K and V tiles in shared memory). SPLIT 1: TF32 products (mma.sync m16n8k8, fp32
-// accumulators); SPLIT 3: 3xTF32 (each operand as its TF32 part plus the TF32 part of its
-// remainder, three products per step), float32's accuracy.
+// per step (K and V tiles in dynamic shared memory, attention_launch.h). STAGES 1: each step
+// loads its tiles, then computes; STAGES 2: the next step's tiles are copied asynchronously
+// (cp.async) while this one computes, where K and V are rows of whole 16-byte vectors (else as
+// STAGES 1). SPLIT 1: TF32 products (mma.sync m16n8k8, fp32 accumulators; the tiles rounded to
+// TF32 as they are stored, or truncated by the tensor cores where copied asynchronously);
+// SPLIT 3: 3xTF32 (each operand as its TF32 part plus the TF32 part of its remainder, three
+// products per step), float32's accuracy.
 // SCALE_BITS: the bits of the float scale * log2(e) (the softmax is taken in base 2).
 #pragma once
 #include "fusetune_args.h"
@@ -73,14 +77,29 @@ __device__ __forceinline__ void attn_load_tile(float* smem, const float* p, long
   }
 }
 
-template <int WARPS, int BN, int D, int SPLIT, bool CAUSAL, unsigned SCALE_BITS, class Op>
+// Rows [r0, r0 + BN) of a [seq, D] matrix with unit stride along D, rows of whole 16-byte
+// vectors, into smem[BN][D + 4] by asynchronous copies (rows past `rows` zero-filled).
+template <int BN, int D, int THREADS>
+__device__ __forceinline__ void attn_copy_tile(float* smem, const float* p, long long rs, long long r0, long long rows) {
+  constexpr int LD = D + 4;
+#pragma unroll
+  for (int e = threadIdx.x; e < BN * D / 4; e += THREADS) {
+    const int r = e / (D / 4), d = (e % (D / 4)) * 4;
+    const bool inside = r0 + r < rows;
+    const float* src = inside ? p + (r0 + r) * rs + d : p;
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem + r * LD + d);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(inside ? 16 : 0));
+  }
+}
+
+template <int WARPS, int BN, int D, int STAGES, int SPLIT, bool CAUSAL, unsigned SCALE_BITS, class Op>
 __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const KernelArgs a) {
   static_assert(D % 8 == 0 && BN % 8 == 0, "D and BN are multiples of 8");
-  constexpr int THREADS = WARPS * 32, BM = 16 * WARPS, LD = D + 4;
+  static_assert(STAGES == 1 || STAGES == 2, "one or two stages");
+  constexpr int THREADS = WARPS * 32, BM = 16 * WARPS, LD = D + 4, TILE = BN * LD;
   // LD = D + 4 keeps both fragment reads free of bank conflicts: K's (row g, column t) and V's
-  // (rows 2t and 2t + 1, column g), for g < 8 and t < 4.
-  __shared__ __align__(16) float Ks[BN * LD];
-  __shared__ __align__(16) float Vs[BN * LD];
+  // (rows 2t and 2t + 1, column g), for g < 8 and t < 4. Stage s holds K at s * 2 * TILE, V after it.
+  extern __shared__ __align__(16) float attn_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const long long Sq = a.m, Sk = a.n, heads = a.size[0][1];
   const long long bh = blockIdx.y, bb = bh / heads, hh = bh % heads;
@@ -115,104 +134,124 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const KernelArgs 
   float m_lo = -inf, m_hi = -inf, l_lo = 0.f, l_hi = 0.f;  // l: this thread's part of the row sums
   const long long keys = CAUSAL ? (Sk < row0 + BM ? Sk : row0 + BM) : Sk;
   const long long warp_last_row = row0 + warp * 16 + 15;
+  const bool copy_async = STAGES == 2 && k_vec && v_vec;
+  if (copy_async) {
+    attn_copy_tile<BN, D, THREADS>(attn_smem, K, ks, 0, Sk);
+    attn_copy_tile<BN, D, THREADS>(attn_smem + TILE, V, vs, 0, Sk);
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
 
-  for (long long k0 = 0; k0 < keys; k0 += BN) {
-    __syncthreads();  // the previous tiles are read
-    attn_load_tile<BN, D, THREADS, SPLIT>(Ks, K, ks, kd, k0, Sk, k_vec);
-    attn_load_tile<BN, D, THREADS, SPLIT>(Vs, V, vs, vd, k0, Sk, v_vec);
-    __syncthreads();
-    if (CAUSAL && k0 > warp_last_row) continue;  // every key of the tile is past this warp's rows
-
-    // s = Q K^T for keys k0 + 8j + (2t, 2t + 1) in rows g (s[j][0], s[j][1]) and g + 8 (s[j][2], s[j][3]).
-    float s[BN / 8][4];
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) s[j][i] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < D / 8; ++kk) {
-        const float* kp = Ks + (j * 8 + g) * LD + kk * 8 + t;
-        float b[2], b_lo[2];
-        if constexpr (SPLIT == 3) {
-          attn_split<3>(kp[0], b[0], b_lo[0]);
-          attn_split<3>(kp[4], b[1], b_lo[1]);
-        } else {
-          b[0] = kp[0];
-          b[1] = kp[4];
-        }
-        attn_mma<SPLIT>(s[j], q[kk], q_lo[SPLIT == 3 ? kk : 0], b, b_lo);
+  for (long long k0 = 0, step = 0; k0 < keys; k0 += BN, ++step) {
+    const float* Ks = attn_smem + (copy_async ? (step % 2) * 2 * TILE : 0);
+    const float* Vs = Ks + TILE;
+    if (copy_async) {  // the next step's tiles into the other stage (read two steps ago), this one's awaited
+      if (k0 + BN < keys) {
+        float* next = attn_smem + ((step + 1) % 2) * 2 * TILE;
+        attn_copy_tile<BN, D, THREADS>(next, K, ks, k0 + BN, Sk);
+        attn_copy_tile<BN, D, THREADS>(next + TILE, V, vs, k0 + BN, Sk);
       }
+      asm volatile("cp.async.commit_group;\n" ::);
+      asm volatile("cp.async.wait_group 1;\n" ::);
+      __syncthreads();
+    } else {
+      __syncthreads();  // the previous tiles are read
+      attn_load_tile<BN, D, THREADS, SPLIT>(attn_smem, K, ks, kd, k0, Sk, k_vec);
+      attn_load_tile<BN, D, THREADS, SPLIT>(attn_smem + TILE, V, vs, vd, k0, Sk, v_vec);
+      __syncthreads();
     }
-    if (k0 + BN > Sk || (CAUSAL && k0 + BN - 1 > row0 + warp * 16)) {  // keys past the end or the diagonal
+    if (!(CAUSAL && k0 > warp_last_row)) {  // else every key of the tile is past this warp's rows
+      // s = Q K^T for keys k0 + 8j + (2t, 2t + 1) in rows g (s[j][0], s[j][1]) and g + 8 (s[j][2], s[j][3]).
+      float s[BN / 8][4];
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
+      for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const long long col = k0 + j * 8 + 2 * t + i % 2, row = i < 2 ? r_lo : r_hi;
-          if (col >= Sk || (CAUSAL && col > row)) s[j][i] = -inf;
+        for (int i = 0; i < 4; ++i) s[j][i] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 8; ++kk) {
+          const float* kp = Ks + (j * 8 + g) * LD + kk * 8 + t;
+          float b[2], b_lo[2];
+          if constexpr (SPLIT == 3) {
+            attn_split<3>(kp[0], b[0], b_lo[0]);
+            attn_split<3>(kp[4], b[1], b_lo[1]);
+          } else {
+            b[0] = kp[0];
+            b[1] = kp[4];
+          }
+          attn_mma<SPLIT>(s[j], q[kk], q_lo[SPLIT == 3 ? kk : 0], b, b_lo);
         }
-    }
+      }
+      if (k0 + BN > Sk || (CAUSAL && k0 + BN - 1 > row0 + warp * 16)) {  // keys past the end or the diagonal
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const long long col = k0 + j * 8 + 2 * t + i % 2, row = i < 2 ? r_lo : r_hi;
+            if (col >= Sk || (CAUSAL && col > row)) s[j][i] = -inf;
+          }
+      }
 
-    // Online softmax: the rows' new maxima (over the quad of threads sharing a row), the old
-    // sums and outputs rescaled, p = 2^(s - max).
-    float mx_lo = m_lo, mx_hi = m_hi;
+      // Online softmax: the rows' new maxima (over the quad of threads sharing a row), the old
+      // sums and outputs rescaled, p = 2^(s - max).
+      float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
-      mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
-    }
+      for (int j = 0; j < BN / 8; ++j) {
+        mx_lo = fmaxf(mx_lo, fmaxf(s[j][0], s[j][1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[j][2], s[j][3]));
+      }
 #pragma unroll
-    for (int x = 1; x < 4; x *= 2) {
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
-    }
-    const float base_lo = mx_lo == -inf ? 0.f : mx_lo, base_hi = mx_hi == -inf ? 0.f : mx_hi;
-    const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
-    m_lo = mx_lo;
-    m_hi = mx_hi;
-    l_lo *= alpha_lo;
-    l_hi *= alpha_hi;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= alpha_lo;
-      o[n][1] *= alpha_lo;
-      o[n][2] *= alpha_hi;
-      o[n][3] *= alpha_hi;
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      s[j][0] = exp2f(s[j][0] - base_lo);
-      s[j][1] = exp2f(s[j][1] - base_lo);
-      s[j][2] = exp2f(s[j][2] - base_hi);
-      s[j][3] = exp2f(s[j][3] - base_hi);
-      l_lo += s[j][0] + s[j][1];
-      l_hi += s[j][2] + s[j][3];
-    }
-
-    // o += P V. P's accumulator fragment is an A fragment as it is once block j's 8 keys are
-    // reordered: A's column t is key 2t and column t + 4 key 2t + 1, so V's fragment reads rows
-    // 2t and 2t + 1 (the sum over keys does not depend on their order).
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      float p[4], p_lo[4];
-      attn_split<SPLIT>(s[j][0], p[0], p_lo[0]);
-      attn_split<SPLIT>(s[j][2], p[1], p_lo[1]);
-      attn_split<SPLIT>(s[j][1], p[2], p_lo[2]);
-      attn_split<SPLIT>(s[j][3], p[3], p_lo[3]);
+      for (int x = 1; x < 4; x *= 2) {
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, x));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, x));
+      }
+      const float base_lo = mx_lo == -inf ? 0.f : mx_lo, base_hi = mx_hi == -inf ? 0.f : mx_hi;
+      const float alpha_lo = exp2f(m_lo - base_lo), alpha_hi = exp2f(m_hi - base_hi);
+      m_lo = mx_lo;
+      m_hi = mx_hi;
+      l_lo *= alpha_lo;
+      l_hi *= alpha_hi;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) {
-        const float* vp = Vs + (j * 8 + 2 * t) * LD + n * 8 + g;
-        float b[2], b_lo[2];
-        if constexpr (SPLIT == 3) {
-          attn_split<3>(vp[0], b[0], b_lo[0]);
-          attn_split<3>(vp[LD], b[1], b_lo[1]);
-        } else {
-          b[0] = vp[0];
-          b[1] = vp[LD];
+        o[n][0] *= alpha_lo;
+        o[n][1] *= alpha_lo;
+        o[n][2] *= alpha_hi;
+        o[n][3] *= alpha_hi;
+      }
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        s[j][0] = exp2f(s[j][0] - base_lo);
+        s[j][1] = exp2f(s[j][1] - base_lo);
+        s[j][2] = exp2f(s[j][2] - base_hi);
+        s[j][3] = exp2f(s[j][3] - base_hi);
+        l_lo += s[j][0] + s[j][1];
+        l_hi += s[j][2] + s[j][3];
+      }
+
+      // o += P V. P's accumulator fragment is an A fragment as it is once block j's 8 keys are
+      // reordered: A's column t is key 2t and column t + 4 key 2t + 1, so V's fragment reads rows
+      // 2t and 2t + 1 (the sum over keys does not depend on their order).
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        float p[4], p_lo[4];
+        attn_split<SPLIT>(s[j][0], p[0], p_lo[0]);
+        attn_split<SPLIT>(s[j][2], p[1], p_lo[1]);
+        attn_split<SPLIT>(s[j][1], p[2], p_lo[2]);
+        attn_split<SPLIT>(s[j][3], p[3], p_lo[3]);
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          const float* vp = Vs + (j * 8 + 2 * t) * LD + n * 8 + g;
+          float b[2], b_lo[2];
+          if constexpr (SPLIT == 3) {
+            attn_split<3>(vp[0], b[0], b_lo[0]);
+            attn_split<3>(vp[LD], b[1], b_lo[1]);
+          } else {
+            b[0] = vp[0];
+            b[1] = vp[LD];
+          }
+          attn_mma<SPLIT>(o[n], p, p_lo, b, b_lo);
         }
-        attn_mma<SPLIT>(o[n], p, p_lo, b, b_lo);
       }
     }
+    if (copy_async) __syncthreads();  // this stage is read before the next step copies into it
   }
 
 #pragma unroll

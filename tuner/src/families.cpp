@@ -47,6 +47,11 @@ bool math_allowed(const Group& g, const Config& c, const std::string& policy) {
   return c.at("MATH") == 0 || (policy != "fp32" && g.op_struct.find("<MATH>(") != std::string::npos);
 }
 
+std::string shared_memory_opt_in(const Family& f, const Group& g, const ParamText& p) {
+  return "  static const cudaError_t opt_in = cudaFuncSetAttribute(&" + f.kernel_instance(g, p) +
+         ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + f.launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n";
+}
+
 const Family& family_by_name(const std::string& name) {
   for (const Family* f : all_families())
     if (f->name() == name) return *f;

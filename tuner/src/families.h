@@ -94,6 +94,10 @@ class Family {
 };
 
 const Family& family_by_name(const std::string& name);
+// The extension's statement opting family f's kernel for group g in to the dynamic shared memory
+// its launch asks for (over 48 KB is an opt-in), once per kernel: the shapes are fixed. The
+// measuring worker opts in for any candidate that asks for more.
+std::string shared_memory_opt_in(const Family& f, const Group& g, const ParamText& p);
 // The first family running groups of planner family `group_family`: its rules (anchor, FLOPs)
 // are every such family's.
 const Family& planner_family(const std::string& group_family);

@@ -220,9 +220,12 @@ TEST(Emit, AttentionGroupsBuild) {
   emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
   const std::string g0_cu = read_file(path_join(cap.o.out, "extension/kernels/g0.cu"));
   EXPECT_NE(g0_cu.find("#include \"attention.cuh\"\n#include \"attention_launch.h\""), std::string::npos) << g0_cu;
-  EXPECT_NE(g0_cu.find("fusetune::attention_kernel<tuned::WARPS, tuned::BN, 64, tuned::SPLIT, true, 0x3e38aa3bu, "
-                       "fusetune_gen::g0_op><<<"),
-            std::string::npos) << g0_cu;
+  // Dynamic shared memory: opted in to once, then launched.
+  const std::string kernel = "fusetune::attention_kernel<tuned::WARPS, tuned::BN, 64, tuned::STAGES, tuned::SPLIT, true, "
+                             "0x3e38aa3bu, fusetune_gen::g0_op>";
+  EXPECT_NE(g0_cu.find("cudaFuncSetAttribute(&" + kernel + ", cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos)
+      << g0_cu;
+  EXPECT_NE(g0_cu.find(kernel + "<<<"), std::string::npos) << g0_cu;
   write_first_config_best(cap.o, cap.g, cap.plan, kernels);
   ASSERT_NO_THROW(stage_build(cap.o));
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());

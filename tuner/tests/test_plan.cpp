@@ -625,8 +625,10 @@ TEST(Plan, AttentionIsOneGroupReadingItsOperandsThroughStrides) {
   EXPECT_TRUE(gr.attention.causal);
   EXPECT_DOUBLE_EQ(gr.attention.scale, 0.25);
   const Family& f = family_by_name("attention");
-  const ParamText p4 = [](const std::string& name) { return name == "WARPS" ? std::string("4") : name == "BN" ? "64" : "1"; };
-  EXPECT_EQ(f.kernel_instance(gr, p4), "fusetune::attention_kernel<4, 64, 16, 1, true, 0x3eb8aa3bu, fusetune_gen::g0_op>");
+  const ParamText p4 = [](const std::string& name) {
+    return name == "WARPS" ? std::string("4") : name == "BN" ? "64" : name == "STAGES" ? "2" : "1";
+  };
+  EXPECT_EQ(f.kernel_instance(gr, p4), "fusetune::attention_kernel<4, 64, 16, 2, 1, true, 0x3eb8aa3bu, fusetune_gen::g0_op>");
   const Group& flat = p.groups[1];
   EXPECT_EQ(flat.slots[0].layout.sizes, (std::vector<int64_t>{5, 1, 9, 24}));
   EXPECT_EQ(flat.slots[0].layout.strides, (std::vector<int64_t>{216, 0, 24, 1}));
@@ -636,13 +638,15 @@ TEST(Plan, AttentionIsOneGroupReadingItsOperandsThroughStrides) {
   EXPECT_EQ(back.attention.scale, 0.5);
   EXPECT_EQ(back.m, 9);
   EXPECT_EQ(back.batch, 5);
-  // TF32 products under the tf32 policy only; tiles whose K and V exceed 48 KB are left out.
-  const Config tf32{"attention", {{"WARPS", 4}, {"BN", 64}, {"SPLIT", 1}}}, x3{"attention", {{"WARPS", 4}, {"BN", 64}, {"SPLIT", 3}}};
+  // TF32 products under the tf32 policy only; tiles past a block's shared memory are left out.
+  const Config tf32{"attention", {{"WARPS", 4}, {"BN", 64}, {"STAGES", 2}, {"SPLIT", 1}}},
+      x3{"attention", {{"WARPS", 4}, {"BN", 64}, {"STAGES", 2}, {"SPLIT", 3}}};
   EXPECT_TRUE(f.allowed(gr, tf32, "tf32"));
   EXPECT_FALSE(f.allowed(gr, tf32, "fp32"));
   EXPECT_TRUE(f.allowed(gr, x3, "fp32"));
+  EXPECT_EQ(f.launch(gr, tf32).shared_bytes, 2u * 2 * 64 * 20 * 4);
   Group wide = gr;
-  wide.k = 128;
+  wide.k = 256;
   EXPECT_FALSE(f.allowed(wide, x3, "tf32"));
 }
 

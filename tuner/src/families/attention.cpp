@@ -33,8 +33,8 @@ bool as_heads(const Layout& l, Layout& out) {
   return true;
 }
 
-// The static shared memory of a block: K and V tiles of BN rows of D + 4 floats.
-int64_t tile_bytes(int64_t bn, int64_t d) { return 2 * bn * (d + 4) * 4; }
+// The shared memory a block of sm_90 may opt in to.
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
 class Attention : public Family {
  public:
@@ -86,9 +86,10 @@ class Attention : public Family {
     return true;
   }
   // TF32 products under the tf32 policy only; 3xTF32 (float32's accuracy) under either, and only
-  // tiles whose K and V fit the 48 KB of static shared memory.
+  // tiles that fit a block's shared memory.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {
-    return (c.at("SPLIT") == 3 || policy == "tf32") && tile_bytes(c.at("BN"), g.k) <= 48 * 1024;
+    return (c.at("SPLIT") == 3 || policy == "tf32") &&
+           attention_smem_bytes((int)c.at("BN"), g.k, (int)c.at("STAGES")) <= kMaxSharedBytes;
   }
   std::string precision(const Group&, const Config& c) const override { return c.at("SPLIT") == 3 ? "3xtf32" : "tf32"; }
 
@@ -98,17 +99,21 @@ class Attention : public Family {
     std::memcpy(&bits, &scale, sizeof bits);
     char hex[16];
     std::snprintf(hex, sizeof hex, "0x%08xu", bits);
-    return "fusetune::attention_kernel<" + p("WARPS") + ", " + p("BN") + ", " + std::to_string(g.k) + ", " + p("SPLIT") +
+    return "fusetune::attention_kernel<" + p("WARPS") + ", " + p("BN") + ", " + std::to_string(g.k) + ", " + p("STAGES") +
+           ", " + p("SPLIT") +
            ", " + (g.attention.causal ? "true" : "false") + ", " + hex + ", " + g.op_type() + ">";
   }
   std::string extension_includes(const Group&, const std::string& template_file) const override {
     return "#include \"" + template_file + "\"\n#include \"attention_launch.h\"\n";
   }
   LaunchDims launch(const Group& g, const Config& c) const override {
-    return attention_launch((int)c.at("WARPS"), g.m, g.batch);
+    return attention_launch((int)c.at("WARPS"), (int)c.at("BN"), g.k, (int)c.at("STAGES"), g.m, g.batch);
   }
   std::string launch_expr(const Group&, const ParamText& p) const override {
-    return "fusetune::attention_launch(" + p("WARPS") + ", args.m, args.batch)";
+    return "fusetune::attention_launch(" + p("WARPS") + ", " + p("BN") + ", args.k, " + p("STAGES") + ", args.m, args.batch)";
+  }
+  std::string extension_launch(const Group& g, const ParamText& p) const override {
+    return shared_memory_opt_in(*this, g, p) + Family::extension_launch(g, p);
   }
   // Both products over the keys each query reads (about half of them under the causal mask).
   double flops(const Group& g) const override {

@@ -92,13 +92,6 @@ class ReduceSplit : public ReduceKernel {
   int64_t workspace_bytes(const Group& g) const override { return reduce_split_workspace_bytes(g.m, g.stats); }
 };
 
-// Over 48 KB of dynamic shared memory is an opt-in, once per kernel in the extension (the shapes
-// are fixed); the measuring worker opts in for any candidate that asks for more.
-std::string opt_in(const Family& f, const Group& g, const ParamText& p) {
-  return "  static const cudaError_t opt_in = cudaFuncSetAttribute(&" + f.kernel_instance(g, p) +
-         ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + f.launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n";
-}
-
 // split_merge's shared memory: the statistics of every thread's rows.
 int64_t split_partial_bytes(const Group& g, const Config& c) {
   return 4 * c.at("RVEC") * std::max(1, g.stats) * c.at("SPLIT") * c.at("ROWS");
@@ -156,7 +149,7 @@ class ReduceClusterSmem : public KeepsRowsKernel {
            std::to_string(g.varying_inputs) + ")";
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
-    return opt_in(*this, g, p) + ReduceKernel::extension_launch(g, p);
+    return shared_memory_opt_in(*this, g, p) + ReduceKernel::extension_launch(g, p);
   }
 };
 
@@ -222,7 +215,7 @@ class ReduceTile : public KeepsRowsKernel {
            std::to_string(g.varying_inputs) + ")";
   }
   std::string extension_launch(const Group& g, const ParamText& p) const override {
-    return opt_in(*this, g, p) + ReduceKernel::extension_launch(g, p);
+    return shared_memory_opt_in(*this, g, p) + ReduceKernel::extension_launch(g, p);
   }
 };
 
