@@ -42,7 +42,7 @@ class Attention : public Family {
   bool reads_slot_dims() const override { return true; }
   bool anchors(const std::string& op) const override { return op == kAttention; }
 
-  bool plan_anchor(const Node& n, const std::vector<int64_t>& out_shape, const LayoutOf& layout_of, Group& g,
+  bool plan_anchor(const Node& n, const std::vector<int64_t>&, const LayoutOf& layout_of, Group& g,
                    std::vector<Layout>& operands, std::map<std::string, Layout>&, std::string& why) const override {
     operands.assign(3, Layout{});
     for (size_t i = 0; i < 3; ++i) {
@@ -73,7 +73,6 @@ class Attention : public Family {
     g.k = d;
     g.attention.causal = causal.is_boolean() && causal.get<bool>();
     g.attention.scale = is_number(scale) ? number(scale) : 1.0 / std::sqrt((double)d);
-    (void)out_shape;
     return true;
   }
 
