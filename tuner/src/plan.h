@@ -74,7 +74,7 @@ struct Group {
   std::vector<int64_t> index_shape;
   std::vector<Slot> slots;
   std::vector<GroupOutput> outputs;
-  int64_t m = 0, n = 0, k = 0, batch = 0;  // gemm only
+  int64_t m = 0, n = 0, k = 0, batch = 0;  // gemm and attention (AttentionParams)
   int bias_slot = -1;  // gemm: slot of a per-column bias that a library may add inside the product
   ConvParams conv;     // conv only: x in slot 0, the weight in slot 1
   AttentionParams attention;  // attention only
