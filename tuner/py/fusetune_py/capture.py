@@ -15,7 +15,8 @@ from .common import (ArgumentParser, UserError, attribute_owner, build_model_and
                      first_line, json_float, keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main,
                      sha256_file, atomic_path)
 from .decompose import decompositions
-from .graph_passes import fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals, split_long_cats
+from .graph_passes import (attention_as_one_op, fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals,
+                           split_long_cats)
 from .half import MODEL_DTYPE, compute_half_in_float32
 
 FORMAT = "fusetune-graph"
@@ -244,25 +245,28 @@ def export_error(e, model_path):
 
 
 def _export(model, inputs, model_path, originals):
-    """(decomposed program, {}, created), or (None, state, created) where state maps the paths of
-    the plain tensor attributes forward assigns or changes in place to the tensors they held
-    before, which the caller has to make buffers first. created: the attributes forward assigns a
-    tensor that __init__ did not create as one. originals: the plain tensor attributes' values
-    before any trace."""
+    """(decomposed program, {}, created, masks), or (None, state, created, []) where state maps
+    the paths of the plain tensor attributes forward assigns or changes in place to the tensors
+    they held before, which the caller has to make buffers first. created: the attributes forward
+    assigns a tensor that __init__ did not create as one. masks: (stack trace, buffer names) of
+    each written-out attention whose causal mask, read from buffers, became one attention op.
+    originals: the plain tensor attributes' values before any trace."""
     try:
         with quiet():
             with written_back(model) as assigned:
                 ep = torch.export.export(model, tuple(inputs))
             state = {path: t for path, t in assigned.items() if isinstance(t, torch.Tensor)}
+            masks = []
             if not state:  # (functionalization, which finds a constant changed in place, runs here)
                 scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
+                masks = attention_as_one_op(ep)  # before they write softmax out
                 ep = ep.run_decompositions(decompositions())
     except Exception as e:
         found = _changed_in_place(model, str(e), originals)
         if not found:
             raise UserError(export_error(e, model_path)) from None
-        return None, found, []
-    return (None if state else ep), state, [path for path in assigned if path not in state]
+        return None, found, [], []
+    return (None if state else ep), state, [path for path in assigned if path not in state], masks
 
 
 def export_graph(model, inputs, model_path):
@@ -276,7 +280,7 @@ def export_graph(model, inputs, model_path):
                  for name, t in vars(m).items() if isinstance(t, torch.Tensor)}
     state = []
     base = os.path.basename(model_path)
-    ep, found, created = _export(model, inputs, model_path, originals)
+    ep, found, created, masks = _export(model, inputs, model_path, originals)
     for path in created:
         print(f"note: {base}: forward stores a tensor in self.{path}, which __init__ does not create as a tensor; "
               "ModelNew does not keep it (create it in __init__ for state kept from call to call)", file=sys.stderr)
@@ -285,7 +289,12 @@ def export_graph(model, inputs, model_path):
             before.copy_(originals[path])
         keep_as_buffers(model, found)
         state += found
-        ep, found, _ = _export(model, inputs, model_path, originals)
+        ep, found, _, masks = _export(model, inputs, model_path, originals)
+    for trace, buffers in masks:
+        where = trace_source(trace, model_path)
+        print(f"note: {where or base}: the attention's mask, read from " + ", ".join(f"self.{b}" for b in buffers) +
+              ", is causal as captured; ModelNew's attention kernel applies causality itself and does not read it "
+              "(a different mask loaded into it later is not followed)", file=sys.stderr)
     compute_half_in_float32(ep.graph_module)  # first: the other passes then see float32 ops only
     push_gathers(ep.graph_module)
     fold_operand_scales(ep.graph_module)

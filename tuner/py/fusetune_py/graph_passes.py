@@ -149,7 +149,7 @@ def push_gathers(gm):
 # Views between a scaled value and the GEMM that reads it.
 _VIEWS = {torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.expand.default,
           torch.ops.aten.permute.default, torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
-          torch.ops.aten.squeeze.dims, torch.ops.aten.alias.default}
+          torch.ops.aten.squeeze.dims, torch.ops.aten.alias.default, torch.ops.aten.transpose.int}
 _SCALES = {torch.ops.aten.mul.Tensor: False, torch.ops.aten.mul.Scalar: False, torch.ops.aten.div.Tensor: True,
            torch.ops.aten.div.Scalar: True}  # op -> whether it divides
 
@@ -172,6 +172,21 @@ def _scale_of(node):
     return x, 1.0 / c if divides else float(c)
 
 
+def _take_scale(graph, reader, pos):
+    """c where reader's operand pos is x * c or x / c for a number c, through views used by
+    nothing else, which then read x (the scaling is erased); 1.0 otherwise."""
+    node = reader.args[pos]
+    while node.op == "call_function" and node.target in _VIEWS and len(node.users) == 1:
+        reader, node = node, node.args[0]
+    found = _scale_of(node) if len(node.users) == 1 else None
+    if found is None:
+        return 1.0
+    x, c = found
+    reader.replace_input_with(node, x)
+    graph.erase_node(node)
+    return c
+
+
 def fold_operand_scales(gm):
     """mm(x * c, y) and bmm(x * c, y) for a number c (either operand, through views used by
     nothing else) become mm(x, y) * c: the scaled operand is not written out, the GEMM reads x
@@ -184,18 +199,7 @@ def fold_operand_scales(gm):
             continue
         if gemm.args[0] is gemm.args[1]:
             continue  # one value read as both operands: its scale counts twice (left as it is)
-        factor = 1.0
-        for pos in (0, 1):
-            reader, node = gemm, gemm.args[pos]
-            while node.op == "call_function" and node.target in _VIEWS and len(node.users) == 1:
-                reader, node = node, node.args[0]
-            found = _scale_of(node) if len(node.users) == 1 else None
-            if found is None:
-                continue
-            x, c = found
-            reader.replace_input_with(node, x)
-            graph.erase_node(node)
-            factor *= c
+        factor = _take_scale(graph, gemm, 0) * _take_scale(graph, gemm, 1)
         if factor == 1.0:
             continue
         with graph.inserting_after(gemm):
@@ -254,3 +258,221 @@ def scale_by_diagonals(gm):
             break
     graph.lint()
     gm.recompile()
+
+
+_MATMULS = (torch.ops.aten.matmul.default, torch.ops.aten.bmm.default)
+_MASK_FILLS = (torch.ops.aten.masked_fill.Scalar, torch.ops.aten.masked_fill_.Scalar)
+_DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.dropout_.default)
+# A mask's fill at or below this after the scalings that follow it is a key left out exactly: the
+# scores stay far above it, so its exp is 0 in float32 as -inf's is.
+_LEFT_OUT = -1e9
+# The most elements a mask computed at capture may have (a bool each).
+_MAX_MASK_ELEMENTS = 1 << 26
+
+
+class _Constants:
+    """The values of the nodes that read nothing but buffers, lifted constants and numbers (a
+    causal mask built in __init__ or in forward), computed from the program's own tensors; None
+    for any other node. `read` collects the buffers the computed values came from."""
+
+    def __init__(self, ep):
+        sig = ep.graph_signature
+        mutated = set(sig.buffers_to_mutate.values())
+        tensors = dict(ep.state_dict)
+        tensors.update(ep.constants)
+        self.sources = {name: fqn for name, fqn in list(sig.inputs_to_buffers.items()) +
+                        list(sig.inputs_to_lifted_tensor_constants.items()) if fqn not in mutated and fqn in tensors}
+        self.tensors = tensors
+        self.values, self.read = {}, set()
+
+    def value(self, node):
+        if node in self.values:
+            return self.values[node]
+        self.values[node] = None  # while it is computed, and for good where it cannot be
+        if node.op == "placeholder":
+            fqn = self.sources.get(node.name)
+            if fqn is not None:
+                self.values[node] = (self.tensors[fqn], {fqn})
+        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+                torch.Tag.nondeterministic_seeded not in node.target.tags:
+            read = set()
+
+            def arg(a):
+                if isinstance(a, torch.fx.Node):
+                    found = self.value(a)
+                    if found is None:
+                        raise LookupError
+                    read.update(found[1])
+                    return found[0]
+                if isinstance(a, (list, tuple)):
+                    return type(a)(arg(x) for x in a)
+                return a
+
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.numel() <= _MAX_MASK_ELEMENTS:
+                try:
+                    args, kwargs = arg(node.args), {k: arg(v) for k, v in node.kwargs.items()}
+                    self.values[node] = (node.target(*args, **kwargs), read)
+                except LookupError:
+                    pass
+        return self.values[node]
+
+
+def _left_out(constants, fill, after, scores_shape):
+    """The keys a step of the scores leaves out, as a bool tensor shaped like the scores, and the
+    buffers it read; None where it is no mask computed at capture. fill: (node, how), how one of
+    "fill" (masked_fill's mask, left out where true) or "add" (an added tensor of 0 and -inf or
+    what is at most _LEFT_OUT once multiplied by `after`, the scalings that follow)."""
+    node, how = fill
+    found = constants.value(node)
+    if found is None:
+        return None
+    mask, read = found
+    if how == "fill":
+        if mask.dtype != torch.bool:
+            return None
+        left_out = mask
+    else:
+        if not mask.dtype.is_floating_point:
+            return None
+        left_out = mask * after <= _LEFT_OUT
+        if not bool(((mask == 0) | left_out).all()):
+            return None  # a bias of other values: not a mask
+    try:
+        return torch.broadcast_to(left_out, scores_shape), read
+    except RuntimeError:
+        return None
+
+
+def _attention_match(constants, softmax):
+    """The written-out attention ending at `softmax`, as (q, k^T, v, causal, scale, the product
+    giving the output, the nodes replaced, the buffers read), or None. The form: a product q @ k^T
+    (matmul or bmm), scalings by numbers, at most one mask, a softmax over the last dimension, a
+    dropout that drops nothing, a product with v; every value in between read by the next step
+    only. The mask must be computed at capture from buffers and constants and leave out exactly
+    the keys past each query (is_causal's), or none."""
+    from .decompose import _attention_fused  # the forms one attention kernel runs
+    x, dim = softmax.args[:2]
+    scores_val = x.meta.get("val")
+    if len(softmax.args) > 2 or softmax.kwargs or not isinstance(scores_val, torch.Tensor) or \
+            dim % max(scores_val.dim(), 1) != scores_val.dim() - 1 or len(x.users) != 1:
+        return None
+    out = next(iter(softmax.users)) if len(softmax.users) == 1 else None
+    chain = [softmax]
+    if out is not None and out.target in _DROPOUTS and out.args[0] is softmax and len(out.users) == 1:
+        p, train = (list(out.args[1:]) + [out.kwargs.get("p", 0.5), out.kwargs.get("train", True)])[:2]
+        if p != 0 and train:
+            return None
+        chain.append(out)
+        out = next(iter(out.users))
+    if out is None or out.target not in _MATMULS or out.args[0] is not chain[-1] or out.args[1] is chain[-1]:
+        return None
+    scale, after, fills, node = 1.0, 1.0, [], x
+    while node.op == "call_function" and node.target not in _MATMULS:
+        if len(node.users) != 1:
+            return None
+        found = _scale_of(node)
+        if found is not None:
+            if not fills:
+                after *= found[1]
+            scale *= found[1]
+            chain.append(node)
+            node = found[0]
+            continue
+        if node.target in _MASK_FILLS and not node.kwargs and not fills:
+            fills.append(((node.args[1], "fill"), node.args[2]))
+            nxt = node.args[0]
+        elif node.target is torch.ops.aten.add.Tensor and len(node.args) == 2 and not node.kwargs and not fills and \
+                all(isinstance(a, torch.fx.Node) for a in node.args):
+            at = 1 if constants.value(node.args[1]) is not None else 0
+            fills.append(((node.args[at], "add"), None))
+            nxt = node.args[1 - at]
+        else:
+            return None
+        chain.append(node)
+        node = nxt
+    product = node
+    if product.op != "call_function" or len(product.users) != 1:
+        return None
+    q, kt = product.args
+    v = out.args[1]
+    qv, ktv, vv = (n.meta.get("val") for n in (q, kt, v))
+    if not all(isinstance(t, torch.Tensor) for t in (qv, ktv, vv)) or qv.dim() < 2 or ktv.dim() < 2:
+        return None
+    kv = ktv.transpose(-2, -1)
+    if not _attention_fused(qv, kv, vv, None, 0.0, False) or len({qv.dtype, kv.dtype, vv.dtype}) != 1 or \
+            tuple(out.meta["val"].shape) != tuple(qv.shape[:-1]) + (vv.shape[-1],):
+        return None
+    causal, read = False, set()
+    if fills:
+        (mask, fill_value), = fills
+        if fill_value is not None and not (isinstance(fill_value, (int, float)) and fill_value * after <= _LEFT_OUT):
+            return None
+        if after <= 0:
+            return None
+        found = _left_out(constants, mask, after, scores_val.shape)
+        if found is None:
+            return None
+        left_out, read = found
+        sq, sk = scores_val.shape[-2:]
+        if bool(left_out.any()):
+            causal = True
+            if not torch.equal(left_out, torch.broadcast_to(torch.ones(sq, sk, dtype=torch.bool).triu(1), left_out.shape)):
+                return None
+    return q, kt, v, causal, scale, out, chain + [product], read
+
+
+def _erase_unused(graph, chain):
+    """Erases the chain's nodes once no one reads them, and then what only they read that has no
+    effect of its own (placeholders stay)."""
+    todo, erased = list(chain), set()
+    while todo:
+        node = todo.pop(0)
+        if node in erased or node.users or node.op != "call_function" or (node not in chain and node.is_impure()):
+            continue
+        todo += node.all_input_nodes
+        graph.erase_node(node)
+        erased.add(node)
+
+
+def attention_as_one_op(ep):
+    """Attention written out as the model's own ops (q @ k^T, scalings, a causal mask, softmax,
+    a dropout of 0, @ v: MinGPT's and nn.MultiheadAttention's form) becomes one
+    scaled_dot_product_attention, which the decompositions keep where one attention kernel runs
+    it: the scores never reach memory. Runs on the graph torch.export gives, before the
+    decompositions write softmax out. A mask has to be computed at capture from buffers and
+    constants (a causal tril in __init__ or forward) and leave out exactly the keys after each
+    query; a scaling of q or k^T by a number moves into the attention's scale. Returns the
+    (stack trace, buffer names) of each attention whose mask was read from buffers, which the
+    kernel no longer reads."""
+    graph = ep.graph_module.graph
+    graph.eliminate_dead_code()  # (nn.MultiheadAttention's average of the unused weights)
+    constants, baked = _Constants(ep), []
+    for softmax in [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.softmax.int]:
+        found = _attention_match(constants, softmax)
+        if found is None:
+            continue
+        q, kt, v, causal, scale, out, replaced, read = found
+        product = replaced[-1]
+        for pos in (0, 1):
+            scale *= _take_scale(graph, product, pos)
+        q, kt = product.args
+        with graph.inserting_before(out):
+            if kt.op == "call_function" and kt.target is torch.ops.aten.transpose.int and len(kt.users) == 1 and \
+                    sorted(d % kt.meta["val"].dim() for d in kt.args[1:]) == [kt.meta["val"].dim() - 2, kt.meta["val"].dim() - 1]:
+                k = kt.args[0]
+            else:
+                k = graph.call_function(torch.ops.aten.transpose.int, (kt, -2, -1))
+                k.meta["val"] = kt.meta["val"].transpose(-2, -1)
+            sdpa = graph.call_function(torch.ops.aten.scaled_dot_product_attention.default, (q, k, v),
+                                       {"is_causal": causal, "scale": scale})
+            sdpa.meta["val"] = torch.ops.aten.scaled_dot_product_attention.default(
+                q.meta["val"], k.meta["val"], v.meta["val"], is_causal=causal, scale=scale)
+            sdpa.meta["stack_trace"] = out.meta.get("stack_trace")
+        out.replace_all_uses_with(sdpa)
+        _erase_unused(graph, [out] + replaced)
+        if read:
+            baked.append((softmax.meta.get("stack_trace") or "", sorted(read)))
+    graph.lint()
+    ep.graph_module.recompile()
+    return baked

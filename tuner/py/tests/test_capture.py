@@ -546,6 +546,53 @@ def test_attention_is_kept_where_one_kernel_runs_it():
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def test_written_out_attention_becomes_one_op():
+    # q @ k^T, scalings, a causal mask computed at capture, softmax, a dropout of 0 and @ v
+    # become one scaled_dot_product_attention (then kept for the attention kernel); forms it
+    # would not compute the same, or that one kernel cannot run, stay written out.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("tril", torch.tril(torch.ones(9, 9)).view(1, 1, 9, 9))
+            self.register_buffer("minus_inf", torch.triu(torch.full((5, 7), float("-inf")), 1))
+            self.register_buffer("other", torch.tril(torch.ones(5, 7), 1))
+            self.drop = torch.nn.Dropout(0.0)
+            self.mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, q, k, v, x, mask):
+            a = (q @ k.transpose(-2, -1)) * 0.25  # MinGPT's
+            a = a.masked_fill(self.tril[:, :, :5, :7] == 0, float("-inf"))
+            mingpt = self.drop(torch.softmax(a, dim=-1)) @ v
+            b = torch.matmul(q * 0.5, k.transpose(2, 3)) / 2  # a scaled q, a mask made in forward, in place
+            b.masked_fill_(torch.ones(5, 7).tril() == 0, -1e30)
+            made = torch.softmax(b, dim=3) @ v
+            added = torch.softmax(q @ k.transpose(-2, -1) + self.minus_inf, -1) @ v  # an additive mask
+            mha = self.mha(x, x, x)[0]  # its unused average of the weights
+            # written out: another mask, a mask given as an input, the scores returned, a fill
+            # that does not leave keys out, a dropout that drops, heads of 4
+            other = torch.softmax((q @ k.transpose(-2, -1)).masked_fill(self.other == 0, float("-inf")), -1) @ v
+            given = torch.softmax((q @ k.transpose(-2, -1)).masked_fill(mask, float("-inf")), -1) @ v
+            scores = torch.softmax(q @ k.transpose(-2, -1), -1)
+            returned = scores @ v
+            finite = torch.softmax((q @ k.transpose(-2, -1)).masked_fill(self.tril[0, 0, :5, :7] == 0, -1.0), -1) @ v
+            dropped = torch.nn.functional.dropout(torch.softmax(q @ k.transpose(-2, -1), -1), 0.5, True) @ v
+            narrow = torch.softmax(q[..., :4] @ k[..., :4].transpose(-2, -1), -1) @ v
+            return mingpt, made, added, mha, other, given, scores, returned, finite, narrow, dropped
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 5, 16), torch.randn(2, 3, 7, 16), torch.randn(2, 3, 7, 16)
+    x, mask = torch.randn(2, 6, 32), torch.rand(5, 7) > 0.5
+    model = M()
+    ep, _ = capture.export_graph(model, (q, k, v, x, mask), "m.py")
+    kept = [n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default]
+    assert [n.args[3:] for n in kept] == [(None, 0.0, True)] * 3 + [()], kept
+    assert [n.kwargs["scale"] for n in kept] == pytest.approx([0.25, 0.25, 1.0, 8 ** -0.5])  # mha's: 1 / sqrt(32 / 4)
+    assert sum(n.target is torch.ops.aten.amax.default for n in ep.graph.nodes) == 6  # the six written out
+    got, want = ep.module()(q, k, v, x, mask), model(q, k, v, x, mask)
+    for g, w in zip(got[:-1], want[:-1]):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
 def test_scaled_gemm_operands_become_a_scaled_product():
     class M(torch.nn.Module):
         def forward(self, q, k, a, w):
