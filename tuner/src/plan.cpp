@@ -155,23 +155,35 @@ Plan Planner::run() {
   }
   Plan plan;
   for (const auto& out : g_.outputs) plan.outputs.push_back(materialize_output(out));
-  for (const json& m : g_.mutations) plan.mutations.push_back(add_mutation(m));
+  for (const json& m : g_.mutations)
+    if (auto mutation = add_mutation(m)) plan.mutations.push_back(*mutation);
   for (auto& b : groups_) plan.groups.push_back(b.group.family == "reduce" ? finalize_rows(b) : finalize_group(b));
   mark_twins(g_, plan);
   return plan;
 }
 
 // The new value of an updated buffer or input, written by its group and stored by that group's
-// binding: no later group may read the old value.
-Mutation Planner::add_mutation(const json& m) {
-  const Mutation mutation{materialize_output(m.at("value").get<std::string>()), m.at("kind").get<std::string>(),
-                          m.at("target").get<std::string>()};
+// binding: no later group may read the old value. None where forward sets the state to the value
+// it holds (`self.h0 = self.h0.to(x.device)`).
+std::optional<Mutation> Planner::add_mutation(const json& m) {
+  const std::string value = m.at("value").get<std::string>(), kind = m.at("kind").get<std::string>(),
+                    target = m.at("target").get<std::string>();
+  std::string old;  // the graph value holding the state before forward
+  for (const auto& [name, v] : g_.values)
+    if (kind == "buffer" ? v.kind == "buffer" && v.target == target : name == target) old = name;
+  if (!fused_.count(value) && memory_.count(value) && producer_.count(value) && producer_.at(value) < 0) {
+    const Layout& l = memory_.at(value);
+    if (l == Layout::contiguous(old, g_.value(value).shape)) return std::nullopt;
+    // Another input as it is (`self.c0 = self.h0`): a kernel of its own copies it, its binding stores it.
+    if (l.base != value) {
+      const Node fake{value, "copy", json::array(), json::object(), ""};
+      copy_to_memory(l, fake, value);
+    }
+  }
+  const Mutation mutation{materialize_output(value), kind, target};
   if (!producer_.count(mutation.value) || producer_.at(mutation.value) < 0)
     FT_USER_ERROR("forward stores " + mutation.value + " into " + mutation.target +
                   " unchanged; fusetune lowers state updates computed by its kernels only");
-  std::string old;  // the graph value holding the state before forward
-  for (const auto& [name, v] : g_.values)
-    if (mutation.kind == "buffer" ? v.kind == "buffer" && v.target == mutation.target : name == mutation.target) old = name;
   for (size_t gi = producer_.at(mutation.value) + 1; gi < groups_.size(); ++gi)
     for (const Step& s : groups_[gi].steps)
       for (const auto& [operand, l] : s.loaded_operands)

@@ -46,7 +46,7 @@ class Planner {
   Plan run();
 
  private:
-  Mutation add_mutation(const json& m);
+  std::optional<Mutation> add_mutation(const json& m);
   [[noreturn]] void unsupported(const Node& n, const std::string& why);
 
   void check_float(const std::string& value, const Node* n, bool int64_ok = false);

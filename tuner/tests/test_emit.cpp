@@ -249,6 +249,25 @@ TEST(Emit, StateUpdates) {
   EXPECT_NE(model_new.find("cuda_extension.g1(z, mul, self.get_buffer(\"running\"))"), std::string::npos) << model_new;
 }
 
+// A state set to the value it holds is no update; a state set to another one as it is gets a
+// copy kernel whose binding stores it.
+TEST(Emit, StateSetToAnotherStateIsCopied) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_state_copy.py");
+  ASSERT_EQ(cap.plan.mutations.size(), 1u);
+  EXPECT_EQ(cap.plan.mutations[0].target, "c0");
+  ASSERT_EQ(cap.plan.groups.size(), 3u);
+  const Group& copy = cap.plan.groups.back();
+  EXPECT_EQ(copy.family, "elementwise");
+  EXPECT_EQ(copy.outputs.at(0).value, cap.plan.mutations[0].value);
+  EXPECT_EQ(copy.input_values(), (std::vector<std::string>{"b_h0"}));
+  std::map<std::string, KernelChoice> kernels;
+  for (const Group& gr : cap.plan.groups)
+    kernels[gr.id] = gr.family == "gemm" ? KernelChoice{"gemm", "gemm.cuh"} : KernelChoice{"elementwise", "elementwise.cuh"};
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string binding = read_file(path_join(cap.o.out, "extension/kernels/" + copy.id + "_binding.cpp"));
+  EXPECT_NE(binding.find("cudaMemcpyAsync(state_c0.data_ptr(), out0.data_ptr(), 60,"), std::string::npos) << binding;
+}
+
 // Plain tensor attributes that forward reassigns (a recurrent model's hidden state, also in a
 // submodule) are state: ModelNew makes them non-persistent buffers as capture did, so that .to()
 // moves them, the bindings store their new values and state_dict() stays Model's.

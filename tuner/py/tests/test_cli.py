@@ -265,9 +265,10 @@ GPU_FAMILY_PLANS = {
     # The counters; the 2-D BatchNorm's partial moments, then its statistics with the running
     # ones updated from them in the same kernel; its normalisation; the 1-D BatchNorm whole.
     "norms_batch_train.py": ["elementwise", "reduce", "reduce", "elementwise", "reduce"],
-    # The concatenation of x and the hidden state, i2h with its tanh (the new hidden state) and the
-    # decay's product in its epilogue, h2o, the decay's sum (its new level).
-    "hidden_state.py": ["elementwise", "gemm", "gemm", "elementwise"],
+    # The hidden state plus c0, its concatenation with x, i2h with its tanh (the new hidden state)
+    # and the decay's product in its epilogue, h2o, the decay's sum (its new level), the copy of
+    # h0 into c0.
+    "hidden_state.py": ["elementwise", "elementwise", "gemm", "gemm", "elementwise", "elementwise"],
 }
 
 
