@@ -14,6 +14,9 @@
 // SPLIT 3: 3xTF32 (each operand as its TF32 part plus the TF32 part of its remainder, three
 // products per step), float32's accuracy.
 // SCALE_BITS: the bits of the float scale * log2(e) (the softmax is taken in base 2).
+// OUT_RANK 0: the float32 outputs are contiguous; 3 or 4: each is stored where its slot's
+// strides over [batch x heads, Sq, D] or [batch, heads, Sq, D] place it (the heads merged back
+// by a permutation the planner folds into the store).
 #pragma once
 #include "fusetune_args.h"
 #include "gemm.cuh"  // store_epilogue
@@ -92,10 +95,11 @@ __device__ __forceinline__ void attn_copy_tile(float* smem, const float* p, long
   }
 }
 
-template <int WARPS, int BN, int D, int STAGES, int SPLIT, bool CAUSAL, unsigned SCALE_BITS, class Op>
+template <int WARPS, int BN, int D, int STAGES, int SPLIT, bool CAUSAL, unsigned SCALE_BITS, int OUT_RANK, class Op>
 __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const KernelArgs a) {
   static_assert(D % 8 == 0 && BN % 8 == 0, "D and BN are multiples of 8");
   static_assert(STAGES == 1 || STAGES == 2, "one or two stages");
+  static_assert(OUT_RANK == 0 || OUT_RANK == 3 || OUT_RANK == 4, "contiguous outputs, or of rank 3 or 4");
   constexpr int THREADS = WARPS * 32, BM = 16 * WARPS, LD = D + 4, TILE = BN * LD;
   // LD = D + 4 keeps both fragment reads free of bank conflicts: K's (row g, column t) and V's
   // (rows 2t and 2t + 1, column g), for g < 8 and t < 4. Stage s holds K at s * 2 * TILE, V after it.
@@ -265,9 +269,19 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const KernelArgs 
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const long long row = i < 2 ? r_lo : r_hi;
+      const long long row = i < 2 ? r_lo : r_hi, col = n * 8 + 2 * t + i % 2;
       if (row >= Sq) continue;
-      store_epilogue<Op>(a, (bh * Sq + row) * D + n * 8 + 2 * t + i % 2, o[n][i] * (i < 2 ? inv_lo : inv_hi));
+      const long long idx = (bh * Sq + row) * D + col;
+      const float value = o[n][i] * (i < 2 ? inv_lo : inv_hi);
+      if constexpr (OUT_RANK == 0) {
+        store_epilogue<Op>(a, idx, value);
+      } else {
+        store_epilogue<Op>(a, idx, value, [&](int s) {
+          const long long* st = a.stride[s];
+          return OUT_RANK == 3 ? bh * st[0] + row * st[1] + col * st[2]
+                               : bb * st[0] + hh * st[1] + row * st[2] + col * st[3];
+        });
+      }
     }
 }
 

@@ -41,9 +41,10 @@ __device__ __forceinline__ void load_tile(float* smem, const float* g, long long
 }
 
 // Output element idx of a product-like kernel's group: Op applied to the anchor's value and the
-// full inputs at idx, the float32 outputs stored (Op::apply stores the others).
-template <class Op>
-__device__ __forceinline__ void store_epilogue(const KernelArgs& a, long long idx, float value) {
+// full inputs at idx, the float32 outputs stored (Op::apply stores the others), output slot s's
+// at where(s) (idx, or where the slot's strides place the element).
+template <class Op, class Where>
+__device__ __forceinline__ void store_epilogue(const KernelArgs& a, long long idx, float value, Where where) {
   float x[Op::kIn];
   float y[out_count<Op>()];
   x[0] = value;
@@ -55,7 +56,12 @@ __device__ __forceinline__ void store_epilogue(const KernelArgs& a, long long id
   }
   Op::template apply<0>(a, idx, x, y);  // the epilogue keeps accurate libm arithmetic
 #pragma unroll
-  for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][idx] = y[o];
+  for (int o = 0; o < Op::kOut; ++o) a.ptr[Op::kOutSlot + o][where(Op::kOutSlot + o)] = y[o];
+}
+
+template <class Op>
+__device__ __forceinline__ void store_epilogue(const KernelArgs& a, long long idx, float value) {
+  store_epilogue<Op>(a, idx, value, [idx](int) { return idx; });
 }
 
 template <int BM, int BN, int BK, int TM, int TN, class Op, int OPERAND = 0>

@@ -379,7 +379,7 @@ void Planner::forward(const Node& n, const std::string& in, const std::vector<in
       return;
     }
     // A transpose (or similar) of a fused value: write it, then view memory.
-    if (n.op != "aten.flip.default" || !materialize_flipped(n, in)) materialize(in);
+    if (!(n.op == "aten.flip.default" && materialize_flipped(n, in)) && !materialize_permuted(n, in, shape)) materialize(in);
   }
   const Layout& src = memory_.at(in);
   auto view = is_view ? apply_view(n, src, shape) : std::optional<Layout>(src);
@@ -1114,6 +1114,33 @@ bool Planner::materialize_flipped(const Node& n, const std::string& v) {
   out.written_as = *flipped;
   groups_[f.group].group.outputs.push_back(out);
   memory_[v] = *flipped;
+  producer_[n.name] = producer_[v] = f.group;
+  fused_.erase(v);
+  return true;
+}
+
+// An attention group's value read through a permutation of its dimensions (the heads merged
+// back: [batch, heads, seq, D] to [batch, seq, heads, D]): the kernel writes it in the permuted
+// order, where the permutation reads it contiguous, instead of a copy after it.
+bool Planner::materialize_permuted(const Node& n, const std::string& v, const std::vector<int64_t>& shape) {
+  const Fused& f = fused_.at(v);
+  const Group& g = groups_[f.group].group;
+  const bool permutes = n.op == "aten.permute.default" || n.op == "aten.transpose.int" || n.op == "aten.t.default";
+  if (!permutes || g.family != "attention" || f.shape != g.index_shape || g_.value(v).dtype != "float32") return false;
+  // The permutation, read off a layout whose strides number the dimensions.
+  const size_t rank = f.shape.size();
+  Layout probe{"", f.shape, std::vector<int64_t>(rank), 0};
+  for (size_t d = 0; d < rank; ++d) probe.strides[d] = (int64_t)d + 1;
+  const auto permuted = apply_view(n, probe, shape);
+  FT_CHECK(permuted.has_value(), "a permutation without strides");
+  const Layout target = Layout::contiguous(n.name, shape);
+  Layout written{n.name, f.shape, std::vector<int64_t>(rank), 0};
+  for (size_t i = 0; i < rank; ++i) written.strides[permuted->strides[i] - 1] = target.strides[i];
+  GroupOutput out = fused_output(v, n.name);
+  out.shape = shape;
+  out.written_as = written;
+  groups_[f.group].group.outputs.push_back(out);
+  memory_[v] = written;
   producer_[n.name] = producer_[v] = f.group;
   fused_.erase(v);
   return true;

@@ -26,7 +26,7 @@ struct SlotRange {
 };
 
 struct Slot {
-  Layout layout;  // for outputs: contiguous over the output value, or a flip of it (written_as)
+  Layout layout;  // for outputs: contiguous over the output value, or as written_as places it
   Access access;
   std::string dtype = "float32";  // float32, or int64 (elementwise groups; a row group's arg indices)
   std::optional<SlotRange> range = std::nullopt;
@@ -37,9 +37,9 @@ struct GroupOutput {
   std::string var;  // the C++ variable holding it inside Op::apply
   std::vector<int64_t> shape;
   std::string dtype = "float32";
-  // A row group's per-element value stored in another order: where each element of the group's
-  // domain goes in the output (a flip of the value, written by the group itself). Else the
-  // value is stored in the domain's order.
+  // A value stored in another order: where each element of the group's domain goes in the
+  // output (a row group's flip of the value, an attention group's permutation of it, written by
+  // the group itself; shape is then the output's). Else the value is stored in the domain's order.
   std::optional<Layout> written_as = std::nullopt;
 };
 

@@ -82,7 +82,7 @@ Group finalize_group(Building& b) {
   std::stable_partition(halves, gr.outputs.end(), [](const GroupOutput& o) { return is_half(o.dtype); });
   gr.out_slot = (int)gr.slots.size();
   for (const GroupOutput& o : gr.outputs)
-    gr.slots.push_back(Slot{Layout::contiguous(o.value, o.shape), Access::Output, o.dtype});
+    gr.slots.push_back(Slot{o.written_as ? *o.written_as : Layout::contiguous(o.value, o.shape), Access::Output, o.dtype});
   if ((int)gr.slots.size() > kMaxSlots)
     FT_USER_ERROR("group " + gr.id + " (" + gr.nodes.front() + ") needs " + std::to_string(gr.slots.size()) +
                   " tensors; a kernel takes at most " + std::to_string(kMaxSlots));

@@ -224,6 +224,7 @@ class Planner {
   // same flip (a flip is its own inverse), instead of v stored and copied reversed. False (and
   // nothing done) for a value that is not such a row value.
   bool materialize_flipped(const Node& n, const std::string& v);
+  bool materialize_permuted(const Node& n, const std::string& v, const std::vector<int64_t>& shape);
   GroupOutput fused_output(const std::string& value, const std::string& name);
 
   // A strided layout that a view cannot reinterpret (or an output must not be) gets copied by an

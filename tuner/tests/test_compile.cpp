@@ -163,17 +163,20 @@ TEST(Compile, EveryGemmInstance) {
   compile_space(gr, Compiler(templates(), "sm_90", temp_dir("gemm")));
 }
 
-// Fused attention: heads of 64 under the causal mask with an epilogue, heads of 128, every
-// config; the fp32 policy keeps the 3xTF32 ones only.
+// Fused attention: heads of 64 under the causal mask with an epilogue, stored with the heads
+// merged back (OUT_RANK 4), heads of 128 stored contiguous, every config; the fp32 policy keeps
+// the 3xTF32 ones only.
 TEST(Compile, EveryAttentionInstance) {
   Graph g = G().value("q", {2, 3, 45, 64}, "input").value("w", {2, 45, 128}, "input")
                 .node("a", "aten.scaled_dot_product_attention.default", {G::ref("q"), G::ref("q"), G::ref("q"), nullptr, 0.0, true},
                       {2, 3, 45, 64})
                 .node("y", "aten.sigmoid.default", {G::ref("a")}, {2, 3, 45, 64})
+                .node("t", "aten.permute.default", {G::ref("y"), {0, 2, 1, 3}}, {2, 45, 3, 64})
                 .node("b", "aten.scaled_dot_product_attention.default", {G::ref("w"), G::ref("w"), G::ref("w")}, {2, 45, 128})
-                .build({"y", "b"});
+                .build({"t", "b"});
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 2u);
+  ASSERT_FALSE(p.groups[0].slots.back().layout.is_contiguous());  // the heads merged back
   const std::string dir = temp_dir("attention");
   std::vector<std::string> causal, wide;
   compile_space(p.groups[0], Compiler(templates(), "sm_90", dir), &causal);

@@ -222,7 +222,7 @@ TEST(Emit, AttentionGroupsBuild) {
   EXPECT_NE(g0_cu.find("#include \"attention.cuh\"\n#include \"attention_launch.h\""), std::string::npos) << g0_cu;
   // Dynamic shared memory: opted in to once, then launched.
   const std::string kernel = "fusetune::attention_kernel<tuned::WARPS, tuned::BN, 64, tuned::STAGES, tuned::SPLIT, true, "
-                             "0x3e38aa3bu, fusetune_gen::g0_op>";
+                             "0x3e38aa3bu, 0, fusetune_gen::g0_op>";
   EXPECT_NE(g0_cu.find("cudaFuncSetAttribute(&" + kernel + ", cudaFuncAttributeMaxDynamicSharedMemorySize"), std::string::npos)
       << g0_cu;
   EXPECT_NE(g0_cu.find(kernel + "<<<"), std::string::npos) << g0_cu;

@@ -628,7 +628,7 @@ TEST(Plan, AttentionIsOneGroupReadingItsOperandsThroughStrides) {
   const ParamText p4 = [](const std::string& name) {
     return name == "WARPS" ? std::string("4") : name == "BN" ? "64" : name == "STAGES" ? "2" : "1";
   };
-  EXPECT_EQ(f.kernel_instance(gr, p4), "fusetune::attention_kernel<4, 64, 16, 2, 1, true, 0x3eb8aa3bu, fusetune_gen::g0_op>");
+  EXPECT_EQ(f.kernel_instance(gr, p4), "fusetune::attention_kernel<4, 64, 16, 2, 1, true, 0x3eb8aa3bu, 0, fusetune_gen::g0_op>");
   const Group& flat = p.groups[1];
   EXPECT_EQ(flat.slots[0].layout.sizes, (std::vector<int64_t>{5, 1, 9, 24}));
   EXPECT_EQ(flat.slots[0].layout.strides, (std::vector<int64_t>{216, 0, 24, 1}));
@@ -648,6 +648,40 @@ TEST(Plan, AttentionIsOneGroupReadingItsOperandsThroughStrides) {
   Group wide = gr;
   wide.k = 256;
   EXPECT_FALSE(f.allowed(wide, x3, "tf32"));
+}
+
+// The heads merged back after attention ([batch, heads, seq, D] permuted to [batch, seq, heads,
+// D] and made contiguous, or [batch x heads, seq, D] to [seq, batch x heads, D]): the kernel
+// stores its output in the permuted order (OUT_RANK, the slot's strides), so no copy follows.
+TEST(Plan, AttentionWritesItsOutputWhereAPermutationReadsItContiguous) {
+  Graph g = G().value("q", {2, 4, 70, 16}, "input").value("f", {5, 9, 24}, "input")
+                .node("a", "aten.scaled_dot_product_attention.default", {G::ref("q"), G::ref("q"), G::ref("q")}, {2, 4, 70, 16})
+                .node("t", "aten.permute.default", {G::ref("a"), {0, 2, 1, 3}}, {2, 70, 4, 16})
+                .node("c", "aten.clone.default", {G::ref("t")}, {2, 70, 4, 16}, {{"memory_format", nullptr}})
+                .node("b", "aten.scaled_dot_product_attention.default", {G::ref("f"), G::ref("f"), G::ref("f")}, {5, 9, 24})
+                .node("bt", "aten.permute.default", {G::ref("b"), {1, 0, 2}}, {9, 5, 24})
+                .node("bc", "aten.clone.default", {G::ref("bt")}, {9, 5, 24}, {{"memory_format", nullptr}})
+                .build({"c", "bc"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 2u);
+  const Family& f = family_by_name("attention");
+  const ParamText p4 = [](const std::string& name) {
+    return name == "WARPS" ? std::string("4") : name == "BN" ? "64" : name == "STAGES" ? "2" : "1";
+  };
+  const Group& heads = p.groups[0];
+  ASSERT_EQ(heads.outputs.size(), 1u);
+  EXPECT_EQ(heads.outputs[0].value, "t");
+  EXPECT_EQ(heads.outputs[0].shape, (std::vector<int64_t>{2, 70, 4, 16}));
+  const Slot& out = heads.slots.back();
+  EXPECT_EQ(out.access, Access::Output);
+  EXPECT_EQ(out.layout.sizes, (std::vector<int64_t>{2, 4, 70, 16}));
+  EXPECT_EQ(out.layout.strides, (std::vector<int64_t>{4480, 16, 64, 1}));
+  EXPECT_NE(f.kernel_instance(heads, p4).find(", 4, fusetune_gen::g0_op>"), std::string::npos);
+  const Group& flat = p.groups[1];
+  EXPECT_EQ(flat.outputs.at(0).value, "bt");
+  EXPECT_EQ(flat.slots.back().layout.strides, (std::vector<int64_t>{24, 120, 1}));
+  EXPECT_NE(f.kernel_instance(flat, p4).find(", 3, fusetune_gen::g1_op>"), std::string::npos);
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"t", "bt"}));
 }
 
 TEST(Plan, AttentionFormsTheKernelCannotRunAreRefused) {

@@ -8,7 +8,7 @@ class Model(nn.Module):
     of nothing: causal heads of 64 with a residual after them (the epilogue), fewer queries than
     keys under the causal mask with a scale of its own, more queries than keys without it, a 3-D
     input with heads of 128, heads of 16 read through the transpose of a [batch, seq, heads, D]
-    view; and an additive mask tensor, which capture writes out into products and a softmax."""
+    view and merged back (the kernel stores them in that order); and an additive mask tensor, which capture writes out into products and a softmax."""
 
     def forward(self, q, k, v, q2, k2, v2, x3, qkv, mask):
         causal = F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2.0 + q
@@ -18,6 +18,7 @@ class Model(nn.Module):
         b, s, _ = qkv.shape
         hq, hk, hv = qkv.view(b, s, 3, 4, 16).unbind(2)
         heads = F.scaled_dot_product_attention(hq.transpose(1, 2), hk.transpose(1, 2), hv.transpose(1, 2), is_causal=True)
+        heads = heads.transpose(1, 2)  # [batch, seq, heads, D] again: written in that order
         masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return causal, short, wide, flat, heads, masked
 

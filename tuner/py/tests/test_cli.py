@@ -207,12 +207,12 @@ GPU_FAMILY_PLANS = {
     "conv_forms.py": ["conv"] * 6,
     # Five fused attentions, then the masked one written out: Q K^T with the mask, the softmax, P V.
     "attention_forms.py": ["attention"] * 5 + ["gemm", "reduce", "gemm"],
-    # Attention written out, each one fused attention: MinGPT's between its projections (the
-    # transpose of its output copied contiguous), nn.MultiheadAttention's between its projections
-    # (q, k and v selected out of the input projection, the heads copied back), the additive mask
-    # and the causal mask made in forward; then MultiheadAttention's output transposed back.
-    "attention_written.py": ["gemm", "attention", "elementwise", "gemm", "gemm"] + ["elementwise"] * 3 +
-                            ["attention", "elementwise", "gemm", "attention", "attention", "elementwise"],
+    # Attention written out, each one fused attention: MinGPT's between its projections (its heads
+    # stored merged back), nn.MultiheadAttention's between its projections (q, k and v selected
+    # out of the input projection; its heads stored merged back too), the additive mask and the
+    # causal mask made in forward; then MultiheadAttention's output transposed back.
+    "attention_written.py": ["gemm", "attention", "gemm", "gemm"] + ["elementwise"] * 3 +
+                            ["attention", "gemm", "attention", "attention", "elementwise"],
     "gemm_tma_forms.py": ["gemm"] * 5,
     "gemm_fp32_accuracy.py": ["gemm"] * 2,  # the Linear with its ReLU, the batched product
     "bool_masks.py": ["reduce", "elementwise", "gemm"],  # the masked product in the scan's loads

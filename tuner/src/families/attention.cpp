@@ -33,6 +33,14 @@ bool as_heads(const Layout& l, Layout& out) {
   return true;
 }
 
+// The kernel's OUT_RANK: 0 where every output is stored contiguous, else the rank its outputs'
+// strides are read with (a permuted output: Planner::materialize_permuted).
+int out_rank(const Group& g) {
+  for (const Slot& s : g.slots)
+    if (s.access == Access::Output && !s.layout.is_contiguous()) return (int)g.index_shape.size();
+  return 0;
+}
+
 // The shared memory a block of sm_90 may opt in to.
 constexpr int64_t kMaxSharedBytes = 227 * 1024;
 
@@ -100,7 +108,8 @@ class Attention : public Family {
     std::snprintf(hex, sizeof hex, "0x%08xu", bits);
     return "fusetune::attention_kernel<" + p("WARPS") + ", " + p("BN") + ", " + std::to_string(g.k) + ", " + p("STAGES") +
            ", " + p("SPLIT") +
-           ", " + (g.attention.causal ? "true" : "false") + ", " + hex + ", " + g.op_type() + ">";
+           ", " + (g.attention.causal ? "true" : "false") + ", " + hex + ", " + std::to_string(out_rank(g)) + ", " +
+           g.op_type() + ">";
   }
   std::string extension_includes(const Group&, const std::string& template_file) const override {
     return "#include \"" + template_file + "\"\n#include \"attention_launch.h\"\n";
