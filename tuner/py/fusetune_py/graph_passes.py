@@ -272,8 +272,8 @@ _MAX_MASK_ELEMENTS = 1 << 26
 
 class _Constants:
     """The values of the nodes that read nothing but buffers, lifted constants and numbers (a
-    causal mask built in __init__ or in forward), computed from the program's own tensors; None
-    for any other node. `read` collects the buffers the computed values came from."""
+    causal mask built in __init__ or in forward), computed from the program's own tensors, each
+    with the names of the buffers it came from; None for any other node."""
 
     def __init__(self, ep):
         sig = ep.graph_signature
@@ -283,7 +283,7 @@ class _Constants:
         self.sources = {name: fqn for name, fqn in list(sig.inputs_to_buffers.items()) +
                         list(sig.inputs_to_lifted_tensor_constants.items()) if fqn not in mutated and fqn in tensors}
         self.tensors = tensors
-        self.values, self.read = {}, set()
+        self.values = {}
 
     def value(self, node):
         if node in self.values:
