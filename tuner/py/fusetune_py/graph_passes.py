@@ -345,8 +345,8 @@ def _left_out(constants, fill, after, scores_shape):
 
 
 def _attention_match(constants, softmax):
-    """The written-out attention ending at `softmax`, as (q, k^T, v, causal, scale, the product
-    giving the output, the nodes replaced, the buffers read), or None. The form: a product q @ k^T
+    """The written-out attention ending at `softmax`, as (v, causal, scale, the product giving the
+    output, the nodes replaced (q @ k^T last), the buffers read), or None. The form: a product q @ k^T
     (matmul or bmm), scalings by numbers, at most one mask, a softmax over the last dimension, a
     dropout that drops nothing, a product with v; every value in between read by the next step
     only. The mask must be computed at capture from buffers and constants and leave out exactly
@@ -360,7 +360,8 @@ def _attention_match(constants, softmax):
     out = next(iter(softmax.users)) if len(softmax.users) == 1 else None
     chain = [softmax]
     if out is not None and out.target in _DROPOUTS and out.args[0] is softmax and len(out.users) == 1:
-        p, train = (list(out.args[1:]) + [out.kwargs.get("p", 0.5), out.kwargs.get("train", True)])[:2]
+        p = out.args[1] if len(out.args) > 1 else out.kwargs.get("p")
+        train = out.args[2] if len(out.args) > 2 else out.kwargs.get("train")
         if p != 0 and train:
             return None
         chain.append(out)
@@ -419,7 +420,7 @@ def _attention_match(constants, softmax):
             causal = True
             if not torch.equal(left_out, torch.broadcast_to(torch.ones(sq, sk, dtype=torch.bool).triu(1), left_out.shape)):
                 return None
-    return q, kt, v, causal, scale, out, chain + [product], read
+    return v, causal, scale, out, chain + [product], read
 
 
 def _erase_unused(graph, chain):
@@ -452,7 +453,7 @@ def attention_as_one_op(ep):
         found = _attention_match(constants, softmax)
         if found is None:
             continue
-        q, kt, v, causal, scale, out, replaced, read = found
+        v, causal, scale, out, replaced, read = found
         product = replaced[-1]
         for pos in (0, 1):
             scale *= _take_scale(graph, product, pos)
