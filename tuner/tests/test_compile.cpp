@@ -12,17 +12,12 @@
 #include "families.h"
 #include "ops.h"
 #include "pipeline.h"
+#include "scratch.h"
 #include "search.h"
 #include "util.h"
 
 namespace fusetune {
 namespace {
-
-std::string temp_dir(const std::string& tag) {
-  char tmpl[] = "/tmp/fusetune_test_XXXXXX";
-  (void)tag;
-  return ::mkdtemp(tmpl);
-}
 
 std::vector<std::string> templates() { return {path_join(fusetune_home(), "templates")}; }
 
@@ -52,7 +47,7 @@ TEST(Compile, EveryElementwiseInstance) {
                 .node("y", "aten.tanh.default", {G::ref("x")}, {7, 9})
                 .node("z", "aten.add.Tensor", {G::ref("y"), G::ref("c")}, {7, 9})
                 .build({"z"});
-  compile_space(plan_graph(g).groups.at(0), Compiler(templates(), "sm_90", temp_dir("ew")));
+  compile_space(plan_graph(g).groups.at(0), Compiler(templates(), "sm_90", scratch_dir("ew")));
 }
 
 TEST(Compile, EveryElementwiseInstanceWithInt64Values) {
@@ -68,7 +63,7 @@ TEST(Compile, EveryElementwiseInstanceWithInt64Values) {
   b.node("m", "aten.add.Tensor", {G::ref("n"), 1}, {}).values_dtype("m", "int64");
   const Plan p = plan_graph(b.build({"r", "k", "m"}));
   ASSERT_EQ(p.groups.size(), 2u);
-  for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("i64")));
+  for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", scratch_dir("i64")));
 }
 
 TEST(Compile, EveryElementwiseInstanceWithAGather) {
@@ -83,7 +78,7 @@ TEST(Compile, EveryElementwiseInstanceWithAGather) {
   b.node("y", "aten.where.self", {G::ref("ok"), G::ref("g"), 0.0}, {7, 1});
   const Plan p = plan_graph(b.build({"y"}));
   ASSERT_EQ(p.groups.size(), 1u);
-  compile_space(p.groups[0], Compiler(templates(), "sm_90", temp_dir("gather")));
+  compile_space(p.groups[0], Compiler(templates(), "sm_90", scratch_dir("gather")));
 }
 
 // Index values, concatenation and padding: an arange mask in a matrix product's epilogue (triu,
@@ -124,7 +119,7 @@ TEST(Compile, EveryInstanceWithAranges) {
   b.node("pad", "aten.constant_pad_nd.default", {G::ref("x"), json::array({-1, 2, 1, 0}), 0.5}, {8, 10});
   const Plan p = plan_graph(b.build({"triu", "rev", "blend", "cat", "pad"}));
   ASSERT_EQ(p.groups.size(), 4u);  // gemm + mask; w, rev, the interpolation; cat; pad
-  for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", temp_dir("arange")));
+  for (const Group& gr : p.groups) compile_space(gr, Compiler(templates(), "sm_90", scratch_dir("arange")));
 }
 
 // An einsum's broadcast product has seven dimensions: elementwise and row kernels take any rank
@@ -139,7 +134,7 @@ TEST(Compile, EveryInstanceOverSevenDimensions) {
   const Plan p = plan_graph(b.build({"s", "e"}));
   ASSERT_FALSE(p.groups.empty());
   for (const Group& gr : p.groups) {
-    compile_space(gr, Compiler(templates(), "sm_90", temp_dir("rank7")));
+    compile_space(gr, Compiler(templates(), "sm_90", scratch_dir("rank7")));
     const KernelArgs a = kernel_args(gr, std::vector<float*>(gr.slots.size(), nullptr));
     for (size_t s = 0; s < gr.slots.size(); ++s)
       EXPECT_EQ(a.size[s][0], gr.slots[s].layout.sizes.size() > (size_t)kMaxRank ? 0 : gr.slots[s].layout.sizes[0]);
@@ -160,7 +155,7 @@ TEST(Compile, EveryGemmInstance) {
                 .build({"q"});
   const Group gr = plan_graph(g).groups.at(0);
   ASSERT_EQ(gr.family, "gemm");
-  compile_space(gr, Compiler(templates(), "sm_90", temp_dir("gemm")));
+  compile_space(gr, Compiler(templates(), "sm_90", scratch_dir("gemm")));
 }
 
 // Fused attention: heads of 64 under the causal mask with an epilogue, stored with the heads
@@ -177,7 +172,7 @@ TEST(Compile, EveryAttentionInstance) {
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 2u);
   ASSERT_FALSE(p.groups[0].slots.back().layout.is_contiguous());  // the heads merged back
-  const std::string dir = temp_dir("attention");
+  const std::string dir = scratch_dir("attention");
   std::vector<std::string> causal, wide;
   compile_space(p.groups[0], Compiler(templates(), "sm_90", dir), &causal);
   compile_space(p.groups[1], Compiler(templates(), "sm_90", dir), &wide);
@@ -202,7 +197,7 @@ TEST(Compile, EveryTmaGemmInstance) {
                 .build({"q"});
   const Group gr = plan_graph(g).groups.at(0);
   ASSERT_EQ(gr.family, "gemm");
-  const std::string dir = temp_dir("tma");
+  const std::string dir = scratch_dir("tma");
   std::vector<std::string> names;
   compile_space(gr, Compiler(templates(), "sm_90", dir), &names);
   const long tma = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_tma_", 0) == 0; });
@@ -262,7 +257,7 @@ TEST(Compile, EveryReduceInstance) {
                 .build({"t", "m", "sm", "z", "csr", "cy"});
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 6u);
-  const Compiler c(templates(), "sm_90", temp_dir("reduce"));
+  const Compiler c(templates(), "sm_90", scratch_dir("reduce"));
   for (const Group& gr : p.groups) {
     ASSERT_EQ(gr.family, "reduce");
     compile_space(gr, c);
@@ -282,7 +277,7 @@ TEST(Compile, EveryReduceInstanceOverNeighbouringRows) {
       .node("i", "aten.argmax.default", std::vector<json>{G::ref("x"), 1}, {3, 8})
       .values_dtype("i", "int64");
   const Plan p = plan_graph(b.build({"z", "i"}));
-  const Compiler c(templates(), "sm_90", temp_dir("reduce_rows"));
+  const Compiler c(templates(), "sm_90", scratch_dir("reduce_rows"));
   int vectors = 0, keeps = 0;
   for (const Group& gr : p.groups) {
     vectors += gr.row_vector == 4;
@@ -315,7 +310,7 @@ TEST(Compile, EveryReduceInstanceOverCatParts) {
       .node("s", "aten.sum.dim_IntList", std::vector<json>{G::ref("pq"), json::array({1})}, {3, 8});
   const Plan plan = plan_graph(b.build({"cs", "sm", "s"}));
   ASSERT_EQ(plan.groups.size(), 3u);
-  const Compiler c(templates(), "sm_90", temp_dir("reduce_cat"));
+  const Compiler c(templates(), "sm_90", scratch_dir("reduce_cat"));
   for (const Group& gr : plan.groups) {
     ASSERT_EQ(gr.family, "reduce");
     ASSERT_TRUE(gr.slots[0].range.has_value()) << gr.id;
@@ -335,7 +330,7 @@ TEST(Compile, EveryReduceInstanceWithArgs) {
       .node("s", "aten.sum.default", {G::ref("x")}, {});
   const Plan p = plan_graph(b.build({"i", "j", "s"}));
   ASSERT_EQ(p.groups.size(), 2u);
-  const Compiler c(templates(), "sm_90", temp_dir("reduce_args"));
+  const Compiler c(templates(), "sm_90", scratch_dir("reduce_args"));
   for (const Group& gr : p.groups) compile_space(gr, c);
 }
 
@@ -366,7 +361,7 @@ TEST(Compile, EveryReduceInstanceWithHalfOutputs) {
       .values_dtype("csh", "float16");
   const Plan p = plan_graph(b.build({"smh", "seh", "yh", "csh"}));
   ASSERT_EQ(p.groups.size(), 3u);
-  const Compiler c(templates(), "sm_90", temp_dir("reduce_half"));
+  const Compiler c(templates(), "sm_90", scratch_dir("reduce_half"));
   int vectors = 0;
   for (const Group& gr : p.groups) {
     ASSERT_EQ(gr.family, "reduce");
@@ -395,7 +390,7 @@ TEST(Compile, EveryPoolInstance) {
                 .build({"r", "a3", "a1"});
   const Plan p = plan_graph(g);
   ASSERT_EQ(p.groups.size(), 3u);
-  const Compiler c(templates(), "sm_90", temp_dir("pool"));
+  const Compiler c(templates(), "sm_90", scratch_dir("pool"));
   for (const Group& gr : p.groups) {
     ASSERT_EQ(gr.family, "elementwise");
     compile_space(gr, c);
@@ -427,7 +422,7 @@ TEST(Compile, EveryFusableOp) {
   }
   const Plan p = plan_graph(builder.build({acc}));
   ASSERT_EQ(p.groups.size(), 1u);
-  Compiler c(templates(), "sm_90", temp_dir("ops"));
+  Compiler c(templates(), "sm_90", scratch_dir("ops"));
   for (int math : {0, 1}) {
     const Config cfg = Config::from_json("elementwise", json{{"BLOCK", 256}, {"VEC", 4}, {"ILP", 1}, {"MATH", math}});
     const CompileResult r = c.compile(candidate_job(p.groups[0], cfg, "elementwise.cuh", "sm_90"));
@@ -436,7 +431,7 @@ TEST(Compile, EveryFusableOp) {
 }
 
 TEST(Compile, CheckKernel) {  // the measuring worker's correctness check, one for each output dtype
-  const Compiler c(templates(), "sm_90", temp_dir("check"));
+  const Compiler c(templates(), "sm_90", scratch_dir("check"));
   for (const char* name : {"fusetune_check", "fusetune_check_float16", "fusetune_check_bfloat16"}) {
     const CompileResult r = c.compile(CompileJob{name, "#include \"check.cuh\"\n", name});
     EXPECT_TRUE(r.ok) << r.log;
@@ -457,7 +452,7 @@ TEST(Compile, EveryHalfTmaGemmInstanceWithAnMnMajorB) {
   const Group gr = plan_graph(b.build({"m"})).groups.at(0);
   ASSERT_TRUE(gemm_tma_b_mn(gr));
   std::vector<std::string> names;
-  compile_space(gr, Compiler(templates(), "sm_90", temp_dir("tma_mn")), &names);
+  compile_space(gr, Compiler(templates(), "sm_90", scratch_dir("tma_mn")), &names);
   const long tma = std::count_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("gemm_tma_", 0) == 0; });
   EXPECT_EQ(tma, 84);
 }
@@ -523,7 +518,7 @@ TEST(Compile, HalfLoadsAndStoresInEveryFamily) {
           break;
         }
     }
-    for (const auto& r : Compiler(templates(), "sm_90", temp_dir("half")).compile_all(jobs, workers(), nullptr))
+    for (const auto& r : Compiler(templates(), "sm_90", scratch_dir("half")).compile_all(jobs, workers(), nullptr))
       EXPECT_TRUE(r.ok) << r.name << "\n" << r.log << "\n" << gr.op_struct;
   }
   EXPECT_TRUE(families.count("elementwise") && families.count("reduce")) << testing::PrintToString(families);
@@ -535,7 +530,7 @@ TEST(Compile, HalfLoadsAndStoresInEveryFamily) {
 }
 
 TEST(Compile, CacheHitsAndErrorsAreRecorded) {
-  Compiler c(templates(), "sm_90", temp_dir("cache"));
+  Compiler c(templates(), "sm_90", scratch_dir("cache"));
   const CompileJob good{"good", "extern \"C\" __global__ void k(float* p) { p[0] = 1.f; }\n", "k"};
   const CompileResult first = c.compile(good);
   ASSERT_TRUE(first.ok) << first.log;
@@ -550,13 +545,13 @@ TEST(Compile, CacheHitsAndErrorsAreRecorded) {
   EXPECT_TRUE(results[1].ok);
   EXPECT_NE(c.cache_key(good), c.cache_key(bad));
   // The key covers the arch and the template headers.
-  EXPECT_NE(Compiler(templates(), "sm_80", temp_dir("other")).cache_key(good), c.cache_key(good));
+  EXPECT_NE(Compiler(templates(), "sm_80", scratch_dir("other")).cache_key(good), c.cache_key(good));
 }
 
 TEST(Compile, IdenticalJobsCompileOnce) {
   // Two candidates with the same kernel (e.g. one epilogue for every library algorithm): one
   // compile, both results, each under its own name.
-  const std::string cache = temp_dir("same");
+  const std::string cache = scratch_dir("same");
   Compiler c(templates(), "sm_90", cache);
   const std::string src = "extern \"C\" __global__ void k(float* p) { p[0] = 2.f; }\n";
   int reported = 0;

@@ -2,7 +2,6 @@
 // arguments, its bias as a per-channel slot, the chain after it), what is refused, the FLOPs,
 // what the worker and the extension are told, and the epilogue pass compiling for sm_90.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <set>
 
@@ -13,6 +12,7 @@
 #include "graph_builder.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "scratch.h"
 #include "search.h"
 #include "util.h"
 
@@ -147,8 +147,7 @@ TEST(Conv, EpiloguePassCompilesForEveryEngine) {
   const Group g = plan_graph(conv_graph({2, 12, 13, 11}, {9, 4, 3, 4}, true, {json{2, 1}, json{1, 2}, json{1, 1}, false, json{0, 0}, 3},
                                         {2, 9, 7, 12}, {"aten.relu.default"}))
                       .groups.at(0);
-  char tmpl[] = "/tmp/fusetune_test_XXXXXX";
-  const Compiler c({path_join(fusetune_home(), "templates")}, "sm_90", std::string(::mkdtemp(tmpl)));
+  const Compiler c({path_join(fusetune_home(), "templates")}, "sm_90", scratch_dir("conv_pass"));
   SearchContext ctx;
   ctx.configs_dir = path_join(fusetune_home(), "configs");
   std::vector<CompileJob> jobs;

@@ -1,7 +1,6 @@
 // Emission and the extension build on a CPU machine: a real capture of a small model, its
 // kernel pairs and model_new.py, then `fusetune build` compiling them against torch's headers.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <algorithm>
 #include <set>
 
@@ -10,6 +9,7 @@
 #include "families.h"
 #include "pipeline.h"
 #include "results.h"
+#include "scratch.h"
 #include "search.h"
 #include "util.h"
 
@@ -60,9 +60,8 @@ struct Captured {
 };
 
 Captured capture_copy(const std::string& model_file) {
-  char tmpl[] = "/tmp/fusetune_emit_XXXXXX";
   Captured c;
-  c.o.out = ::mkdtemp(tmpl);
+  c.o.out = scratch_dir("emit");
   c.o.model = path_join(c.o.out, "model.py");
   write_file_atomic(c.o.model, read_file(model_file));
   c.o.search.workers = 2;
@@ -493,8 +492,7 @@ TEST(Emit, StateUpdatesAndInt64Build) {
 // The committed extension sources and model_new.py are what the generator writes for the
 // committed results/best.json (so that README's claim holds and no hand edit drifts).
 TEST(Emit, CommittedSourcesAreTheGeneratorsOutput) {
-  char tmpl[] = "/tmp/fusetune_committed_XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
+  const std::string dir = scratch_dir("committed");
   const std::string home = fusetune_home();
   Options o;
   o.model = path_join(dir, "model.py");

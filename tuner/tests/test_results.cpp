@@ -1,7 +1,6 @@
 // best.json: schema and round trip, the tuned-constants header, and refusal of a best.json
 // whose fingerprint does not fit (arch, model file, templates).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -11,6 +10,7 @@
 #include "error.h"
 #include "pipeline.h"
 #include "results.h"
+#include "scratch.h"
 #include "util.h"
 
 namespace fusetune {
@@ -25,8 +25,7 @@ struct Fixture {
   json best;
 
   Fixture() {
-    char tmpl[] = "/tmp/fusetune_results_XXXXXX";
-    dir = ::mkdtemp(tmpl);
+    dir = scratch_dir("results");
     o.model = path_join(dir, "m.py");
     write_file_atomic(o.model, "# model\n");
     o.out = dir;
@@ -143,8 +142,7 @@ namespace fusetune {
 namespace {
 
 TEST(Journal, ResumesAndIgnoresACutLine) {
-  char tmpl[] = "/tmp/fusetune_journal_XXXXXX";
-  const std::string path = path_join(::mkdtemp(tmpl), "journal.jsonl");
+  const std::string path = path_join(scratch_dir("journal"), "journal.jsonl");
   {
     Journal j(path);
     EXPECT_EQ(j.find("a"), nullptr);
