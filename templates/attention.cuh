@@ -1,7 +1,8 @@
 // Fused attention (FlashAttention-2's order) on tensor cores, with the group's elementwise
 // epilogue fused: out = Op(softmax(scale * Q K^T, causal mask) V). Q is slot 0, K slot 1 and V
 // slot 2, each a [batch, heads, seq, D] view read through its strides (KernelArgs; broadcast
-// batches and heads have stride 0); m = Sq, n = Sk; the output is contiguous [batch, heads, Sq, D].
+// batches and heads have stride 0; K and V may have fewer heads than Q, each serving Q's in turn:
+// grouped-query attention); m = Sq, n = Sk; the output is contiguous [batch, heads, Sq, D].
 // Nothing of the scores goes to memory: each warp keeps 16 query rows' scores, running maximum
 // and sum in registers, and rescales its output accumulators as later keys raise the maximum.
 //
@@ -109,8 +110,9 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const KernelArgs 
   const long long bh = blockIdx.y, bb = bh / heads, hh = bh % heads;
   const long long row0 = (long long)(gridDim.x - 1 - blockIdx.x) * BM;  // the longest causal rows start first
   const float* Q = a.ptr[0] + bb * a.stride[0][0] + hh * a.stride[0][1];
-  const float* K = a.ptr[1] + bb * a.stride[1][0] + hh * a.stride[1][1];
-  const float* V = a.ptr[2] + bb * a.stride[2][0] + hh * a.stride[2][1];
+  const long long kh = hh / (heads / a.size[1][1]);  // grouped heads: each of K's and V's serves several of Q's
+  const float* K = a.ptr[1] + bb * a.stride[1][0] + kh * a.stride[1][1];
+  const float* V = a.ptr[2] + bb * a.stride[2][0] + kh * a.stride[2][1];
   const long long ks = a.stride[1][2], kd = a.stride[1][3], vs = a.stride[2][2], vd = a.stride[2][3];
   const bool k_vec = kd == 1 && ks % 4 == 0 && (reinterpret_cast<unsigned long long>(K) & 15) == 0;
   const bool v_vec = vd == 1 && vs % 4 == 0 && (reinterpret_cast<unsigned long long>(V) & 15) == 0;

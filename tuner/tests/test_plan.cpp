@@ -693,6 +693,34 @@ TEST(Plan, AttentionFormsTheKernelCannotRunAreRefused) {
   expect_refusal(sdpa({2, 5, 12}, {2, 5, 12}), "head dimensions other than multiples of 8 up to 128");
   expect_refusal(sdpa({2, 3, 5, 16}, {2, 2, 5, 16}), "do not broadcast over q's batch and heads");
   expect_refusal(sdpa({2, 5, 16}, {2, 5, 16}, {{"dropout_p", 0.1}}), "dropout");
+  expect_refusal(sdpa({2, 3, 5, 16}, {2, 2, 5, 16}, {{"enable_gqa", true}}), "grouped heads other than");
+  expect_refusal(sdpa({6, 5, 16}, {2, 5, 16}, {{"enable_gqa", true}}), "grouped heads other than");
+}
+
+// Grouped-query attention (enable_gqa): K and V are read with their own heads, fewer than Q's;
+// the kernel maps Q's head to theirs, so its instance is the plain one.
+TEST(Plan, AttentionReadsGroupedHeadsAsTheyAre) {
+  Graph g = G().value("q", {2, 6, 33, 32}, "input").value("kv", {2, 33, 2, 2, 32}, "input")
+                .node("k", "aten.select.int", {G::ref("kv"), 2, 0}, {2, 33, 2, 32})
+                .node("kt", "aten.permute.default", {G::ref("k"), {0, 2, 1, 3}}, {2, 2, 33, 32})
+                .node("v", "aten.select.int", {G::ref("kv"), 2, 1}, {2, 33, 2, 32})
+                .node("vt", "aten.permute.default", {G::ref("v"), {0, 2, 1, 3}}, {2, 2, 33, 32})
+                .node("a", "aten.scaled_dot_product_attention.default", {G::ref("q"), G::ref("kt"), G::ref("vt")},
+                      {2, 6, 33, 32}, {{"is_causal", true}, {"enable_gqa", true}})
+                .build({"a"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "attention");
+  EXPECT_EQ(gr.batch, 12);
+  EXPECT_EQ(gr.slots[1].layout.sizes, (std::vector<int64_t>{2, 2, 33, 32}));
+  EXPECT_EQ(gr.slots[1].layout.strides, (std::vector<int64_t>{4224, 32, 128, 1}));
+  EXPECT_EQ(gr.slots[2].layout.offset, 64);
+  const ParamText p4 = [](const std::string& name) {
+    return name == "WARPS" ? std::string("4") : name == "BN" ? "64" : name == "STAGES" ? "2" : "1";
+  };
+  EXPECT_EQ(family_by_name("attention").kernel_instance(gr, p4),
+            "fusetune::attention_kernel<4, 64, 32, 2, 1, true, 0x3e8293eeu, 0, fusetune_gen::g0_op>");
 }
 
 TEST(Plan, GatherFromAHugeInputHasLongOffsets) {

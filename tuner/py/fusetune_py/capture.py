@@ -15,8 +15,8 @@ from .common import (ArgumentParser, UserError, attribute_owner, build_model_and
                      first_line, json_float, keep_as_buffers, load_module, op_name, parse_frames, quiet, run_main,
                      sha256_file, atomic_path)
 from .decompose import decompositions
-from .graph_passes import (attention_as_one_op, fold_operand_scales, push_gathers, reuse_cat_prefixes, scale_by_diagonals,
-                           split_long_cats)
+from .graph_passes import (attention_as_one_op, attention_heads_grouped, fold_operand_scales, push_gathers,
+                           reuse_cat_prefixes, scale_by_diagonals, split_long_cats)
 from .half import MODEL_DTYPE, compute_half_in_float32
 
 FORMAT = "fusetune-graph"
@@ -260,6 +260,7 @@ def _export(model, inputs, model_path, originals):
             if not state:  # (functionalization, which finds a constant changed in place, runs here)
                 scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
                 masks = attention_as_one_op(ep)  # before they write softmax out
+                attention_heads_grouped(ep.graph_module)
                 ep = ep.run_decompositions(decompositions())
     except Exception as e:
         found = _changed_in_place(model, str(e), originals)

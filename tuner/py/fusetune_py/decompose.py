@@ -152,17 +152,23 @@ def _safe_softmax(x, dim, dtype=None):
 
 def _attention_fused(q, k, v, attn_mask, dropout_p, enable_gqa):
     """Whether the planner runs this scaled_dot_product_attention as one kernel (the attention
-    family, tuner/src/families/attention.cpp): no mask tensor, dropout or grouped heads; 3-D or
-    4-D q, k and v with one head dimension D, a multiple of 8 up to 128; k and v broadcast over
-    q's batch and heads, at most 65535 of them in all (the kernel's grid)."""
-    if attn_mask is not None or dropout_p != 0 or enable_gqa:
+    family, tuner/src/families/attention.cpp): no mask tensor or dropout; 3-D or 4-D q, k and v
+    with one head dimension D, a multiple of 8 up to 128; k and v broadcast over q's batch and
+    heads, or under enable_gqa (4-D only) each of k's heads serves as many of q's in turn; at most
+    65535 of q's heads in all (the kernel's grid)."""
+    if attn_mask is not None or dropout_p != 0 or (enable_gqa and q.dim() != 4):
         return False
     if not (q.dim() == k.dim() == v.dim() and q.dim() in (3, 4)) or min(q.shape[-2], k.shape[-2]) == 0:
         return False
     d = q.shape[-1]
     if k.shape[-1] != d or v.shape[-1] != d or k.shape[:-1] != v.shape[:-1] or d % 8 or d > 128:
         return False
-    return all(kd in (qd, 1) for qd, kd in zip(q.shape[:-2], k.shape[:-2])) and q.shape[:-2].numel() <= 65535
+    lead = list(zip(q.shape[:-2], k.shape[:-2]))
+    if enable_gqa:
+        (qh, kh) = lead.pop()
+        if kh == 0 or qh % kh:
+            return False
+    return all(kd in (qd, 1) for qd, kd in lead) and q.shape[:-2].numel() <= 65535
 
 
 def _attention(default):

@@ -477,3 +477,64 @@ def attention_as_one_op(ep):
     graph.lint()
     ep.graph_module.recompile()
     return baked
+
+
+_RESHAPES = (torch.ops.aten.reshape.default, torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+_ATTENTION = torch.ops.aten.scaled_dot_product_attention.default
+
+
+def _repeated_heads(node):
+    """(x, n) when node is the [b, h * n, s, d] tensor repeating each head of the 4-D x n times in
+    turn: `x.repeat_interleave(n, dim=1)`, or `x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n,
+    s, d)` (Llama's repeat_kv); else None."""
+    val = node.meta.get("val") if node.op == "call_function" else None
+    if not isinstance(val, torch.Tensor) or val.dim() != 4:
+        return None
+    if node.target is torch.ops.aten.repeat_interleave.self_int:
+        x, n = node.args[:2]
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+        if isinstance(x, torch.fx.Node) and isinstance(n, int) and not isinstance(n, bool) and n > 0 and \
+                dim in (1, -3) and x.meta["val"].dim() == 4:
+            return x, n
+        return None
+    if node.target not in _RESHAPES or node.args[0].op != "call_function" or \
+            node.args[0].target is not torch.ops.aten.expand.default:
+        return None
+    unsqueezed = node.args[0].args[0]
+    if unsqueezed.op != "call_function" or unsqueezed.target is not torch.ops.aten.unsqueeze.default or \
+            unsqueezed.args[1] not in (2, -3):
+        return None
+    x = unsqueezed.args[0]
+    b, h, s, d = x.meta["val"].shape
+    wide = node.args[0].meta["val"].shape
+    if x.meta["val"].dim() != 4 or len(wide) != 5 or (wide[0], wide[1], wide[3], wide[4]) != (b, h, s, d) or \
+            tuple(val.shape) != (b, h * wide[2], s, d):
+        return None
+    return x, wide[2]
+
+
+def attention_heads_grouped(gm):
+    """A scaled_dot_product_attention whose k and v repeat each of their heads for several of q's
+    (grouped-query attention written with repeat_kv or repeat_interleave) reads k and v as they
+    are, under enable_gqa, where one attention kernel runs that: the repeated copies are not
+    written. Runs after attention_as_one_op, before the decompositions."""
+    from .decompose import _attention_fused
+    graph = gm.graph
+    for sdpa in [n for n in graph.nodes if n.op == "call_function" and n.target is _ATTENTION]:
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+        args = {name: sdpa.args[i] if i < len(sdpa.args) else sdpa.kwargs.get(name) for i, name in enumerate(names)}
+        if args["enable_gqa"] or len(sdpa.args) < 3:
+            continue
+        q, k, v = sdpa.args[:3]
+        found = [_repeated_heads(x) if isinstance(x, torch.fx.Node) else None for x in (k, v)]
+        if None in found or found[0][1] != found[1][1]:
+            continue
+        (k0, _), (v0, _) = found
+        if not _attention_fused(q.meta["val"], k0.meta["val"], v0.meta["val"], args["attn_mask"],
+                                args["dropout_p"] or 0.0, True):
+            continue
+        sdpa.args = (q, k0, v0) + sdpa.args[3:7]
+        sdpa.kwargs = {**sdpa.kwargs, "enable_gqa": True}
+        _erase_unused(graph, [k, v])
+    graph.lint()
+    gm.recompile()

@@ -593,6 +593,47 @@ def test_written_out_attention_becomes_one_op():
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
 
 
+def test_grouped_heads_are_read_as_they_are():
+    # k and v repeated over q's heads (Llama's repeat_kv, repeat_interleave, written-out scores
+    # over repeated keys) become enable_gqa's reads of k and v; forms that do not repeat each
+    # head in turn, or that one kernel cannot run, read the copies. A copy read elsewhere too stays
+    # for that reader.
+    def repeat_kv(x, n):
+        b, h, s, d = x.shape
+        return x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)
+
+    class M(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            llama = sdpa(q, repeat_kv(k, 3), repeat_kv(v, 3), is_causal=True)
+            interleaved = sdpa(q, k.repeat_interleave(3, dim=1), torch.repeat_interleave(v, 3, 1), scale=0.5)
+            given = sdpa(q, k, v, enable_gqa=True)
+            written = torch.softmax(q @ repeat_kv(k, 3).transpose(-2, -1) / 4, -1) @ repeat_kv(v, 3)
+            # kept: heads tiled (not each repeated in turn), k and v repeated unlike each other,
+            # a mask tensor
+            tiled = sdpa(q, k.repeat(1, 3, 1, 1), v.repeat(1, 3, 1, 1))
+            mixed = sdpa(q, repeat_kv(k, 3), torch.cat([v, v, v], 1))
+            masked = sdpa(q, repeat_kv(k, 3), repeat_kv(v, 3), attn_mask=mask)
+            shared = repeat_kv(k, 3)
+            reread = sdpa(q, shared, repeat_kv(v, 3)) + shared[..., :5, :]
+            return llama, interleaved, given, written, tiled, mixed, masked, reread
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 6, 5, 16), torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)
+    mask = torch.rand(5, 5) > 0.3
+    model = M()
+    ep, _ = capture.export_graph(model, (q, k, v, mask), "m.py")
+    sdpa = [n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default]
+    grouped = [n for n in sdpa if n.kwargs.get("enable_gqa")]
+    assert len(grouped) == 5 and all(n.args[1].op == "placeholder" and n.args[2].op == "placeholder" for n in grouped)
+    assert [n.kwargs.get("scale") for n in grouped] == [None, 0.5, None, 0.25, None]
+    assert len(sdpa) == 7  # the masked one is written out
+    assert not any(n.target is torch.ops.aten.repeat_interleave.self_int for n in ep.graph.nodes)
+    got, want = ep.module()(q, k, v, mask), model(q, k, v, mask)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
 def test_scaled_gemm_operands_become_a_scaled_product():
     class M(torch.nn.Module):
         def forward(self, q, k, a, w):

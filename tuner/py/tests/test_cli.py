@@ -206,7 +206,7 @@ GPU_FAMILY_PLANS = {
     "reduce_all_and_unit.py": ["reduce", "elementwise"],  # the minimum over a size-1 dimension is a reshape
     "conv_forms.py": ["conv"] * 6,
     # Five fused attentions, then the masked one written out: Q K^T with the mask, the softmax, P V.
-    "attention_forms.py": ["attention"] * 5 + ["gemm", "reduce", "gemm"],
+    "attention_forms.py": ["attention"] * 7 + ["gemm", "reduce", "gemm"],
     # Attention written out, each one fused attention: MinGPT's between its projections (its heads
     # stored merged back), nn.MultiheadAttention's between its projections (q, k and v selected
     # out of the input projection; its heads stored merged back too), the additive mask and the

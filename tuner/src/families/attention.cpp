@@ -61,14 +61,20 @@ class Attention : public Family {
     const Layout &q = operands[0], &k = operands[1], &v = operands[2];
     const json &mask = node_arg(n, 3, "attn_mask"), &dropout = node_arg(n, 4, "dropout_p"),
                &causal = node_arg(n, 5, "is_causal"), &scale = node_arg(n, 6, "scale"), &gqa = node_arg(n, 7, "enable_gqa");
-    if (!mask.is_null() || !(dropout.is_null() || (is_number(dropout) && number(dropout) == 0.0)) ||
-        !(gqa.is_null() || gqa == false)) {
-      why = "a mask tensor, dropout and grouped heads are written out by capture, not fused";
+    if (!mask.is_null() || !(dropout.is_null() || (is_number(dropout) && number(dropout) == 0.0))) {
+      why = "a mask tensor and dropout are written out by capture, not fused";
+      return false;
+    }
+    // Grouped heads (enable_gqa, 4-D only): q's head h reads k's and v's head h / (q's heads /
+    // theirs), which the kernel computes; otherwise k and v broadcast over q's heads.
+    const bool grouped = gqa.is_boolean() && gqa.get<bool>();
+    if (grouped && (layout_of(value_ref(n.args.at(0))).sizes.size() != 4 || k.sizes[1] == 0 || q.sizes[1] % k.sizes[1] != 0)) {
+      why = "grouped heads other than 4-D q, k and v whose heads divide q's";
       return false;
     }
     const int64_t d = q.sizes[3];
     for (size_t dim = 0; dim < 2; ++dim)
-      if (k.sizes[dim] != v.sizes[dim] || (k.sizes[dim] != q.sizes[dim] && k.sizes[dim] != 1)) {
+      if (k.sizes[dim] != v.sizes[dim] || (k.sizes[dim] != q.sizes[dim] && k.sizes[dim] != 1 && !(grouped && dim == 1))) {
         why = "k and v do not broadcast over q's batch and heads";
         return false;
       }
