@@ -483,10 +483,11 @@ _RESHAPES = (torch.ops.aten.reshape.default, torch.ops.aten.view.default, torch.
 _ATTENTION = torch.ops.aten.scaled_dot_product_attention.default
 
 
-def _repeated_heads(node):
-    """(x, n) when node is the [b, h * n, s, d] tensor repeating each head of the 4-D x n times in
-    turn: `x.repeat_interleave(n, dim=1)`, or `x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n,
-    s, d)` (Llama's repeat_kv); else None."""
+def _repeated(node):
+    """(x, n, dim) when node is the 4-D x with each index of its dimension dim repeated n times in
+    turn: `x.repeat_interleave(n, dim)`, or x unsqueezed after dim, expanded to n there and
+    reshaped back to 4-D (Llama's repeat_kv: `x[:, :, None].expand(b, h, n, s, d).reshape(b, h *
+    n, s, d)`); else None."""
     val = node.meta.get("val") if node.op == "call_function" else None
     if not isinstance(val, torch.Tensor) or val.dim() != 4:
         return None
@@ -494,23 +495,50 @@ def _repeated_heads(node):
         x, n = node.args[:2]
         dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
         if isinstance(x, torch.fx.Node) and isinstance(n, int) and not isinstance(n, bool) and n > 0 and \
-                dim in (1, -3) and x.meta["val"].dim() == 4:
-            return x, n
+                isinstance(dim, int) and -4 <= dim < 4 and x.meta["val"].dim() == 4:
+            return x, n, dim % 4
         return None
-    if node.target not in _RESHAPES or node.args[0].op != "call_function" or \
-            node.args[0].target is not torch.ops.aten.expand.default:
+    expand = node.args[0]
+    if node.target not in _RESHAPES or expand.op != "call_function" or expand.target is not torch.ops.aten.expand.default:
         return None
-    unsqueezed = node.args[0].args[0]
-    if unsqueezed.op != "call_function" or unsqueezed.target is not torch.ops.aten.unsqueeze.default or \
-            unsqueezed.args[1] not in (2, -3):
+    unsqueezed = expand.args[0]
+    if unsqueezed.op != "call_function" or unsqueezed.target is not torch.ops.aten.unsqueeze.default:
         return None
     x = unsqueezed.args[0]
-    b, h, s, d = x.meta["val"].shape
-    wide = node.args[0].meta["val"].shape
-    if x.meta["val"].dim() != 4 or len(wide) != 5 or (wide[0], wide[1], wide[3], wide[4]) != (b, h, s, d) or \
-            tuple(val.shape) != (b, h * wide[2], s, d):
+    shape, wide = tuple(x.meta["val"].shape), tuple(expand.meta["val"].shape)
+    at = unsqueezed.args[1] % 5  # the new dimension; x's dimension at - 1 is repeated
+    if len(shape) != 4 or at == 0 or len(wide) != 5 or wide[:at] + wide[at + 1:] != shape:
         return None
-    return x, wide[2]
+    n = wide[at]
+    if tuple(val.shape) != shape[:at - 1] + (shape[at - 1] * n,) + shape[at:]:
+        return None
+    return x, n, at - 1
+
+
+def _repeated_heads(node):
+    """(x, n, transposed) when node, a [b, h * n, s, d] attention operand, repeats each head of
+    [b, h, s, d] n times in turn: x repeated along dimension 1 (transposed False), or x ([b, s, h,
+    d]) repeated along dimension 2 and then transposed to heads first (Meta's Llama; transposed
+    True); else None."""
+    found = _repeated(node)
+    if found is not None:
+        x, n, dim = found
+        return (x, n, False) if dim == 1 else None
+    if node.op != "call_function" or node.target is not torch.ops.aten.transpose.int or \
+            sorted(d % 4 for d in node.args[1:]) != [1, 2]:
+        return None
+    found = _repeated(node.args[0])
+    return (found[0], found[1], True) if found is not None and found[2] == 2 else None
+
+
+def _heads_first(graph, before, x, transposed):
+    """x, or its transpose to heads first made before node `before`."""
+    if not transposed:
+        return x
+    with graph.inserting_before(before):
+        heads = graph.call_function(torch.ops.aten.transpose.int, (x, 1, 2))
+    heads.meta["val"] = x.meta["val"].transpose(1, 2)
+    return heads
 
 
 def attention_heads_grouped(gm):
@@ -529,10 +557,10 @@ def attention_heads_grouped(gm):
         found = [_repeated_heads(x) if isinstance(x, torch.fx.Node) else None for x in (k, v)]
         if None in found or found[0][1] != found[1][1]:
             continue
-        (k0, _), (v0, _) = found
-        if not _attention_fused(q.meta["val"], k0.meta["val"], v0.meta["val"], args["attn_mask"],
-                                args["dropout_p"] or 0.0, True):
+        kv = [x.meta["val"].transpose(1, 2) if transposed else x.meta["val"] for x, _, transposed in found]
+        if not _attention_fused(q.meta["val"], kv[0], kv[1], args["attn_mask"], args["dropout_p"] or 0.0, True):
             continue
+        k0, v0 = (_heads_first(graph, sdpa, x, transposed) for x, _, transposed in found)
         sdpa.args = (q, k0, v0) + sdpa.args[3:7]
         sdpa.kwargs = {**sdpa.kwargs, "enable_gqa": True}
         _erase_unused(graph, [k, v])

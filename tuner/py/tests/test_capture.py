@@ -609,6 +609,9 @@ def test_grouped_heads_are_read_as_they_are():
             interleaved = sdpa(q, k.repeat_interleave(3, dim=1), torch.repeat_interleave(v, 3, 1), scale=0.5)
             given = sdpa(q, k, v, enable_gqa=True)
             written = torch.softmax(q @ repeat_kv(k, 3).transpose(-2, -1) / 4, -1) @ repeat_kv(v, 3)
+            b, h, s, d = k.shape  # Meta's: repeated over [b, s, h, d], then heads first
+            seq_first = [x.transpose(1, 2)[:, :, :, None].expand(b, s, h, 3, d).reshape(b, s, 3 * h, d) for x in (k, v)]
+            meta = sdpa(q, *[x.transpose(1, 2) for x in seq_first])
             # kept: heads tiled (not each repeated in turn), k and v repeated unlike each other,
             # a mask tensor
             tiled = sdpa(q, k.repeat(1, 3, 1, 1), v.repeat(1, 3, 1, 1))
@@ -616,7 +619,7 @@ def test_grouped_heads_are_read_as_they_are():
             masked = sdpa(q, repeat_kv(k, 3), repeat_kv(v, 3), attn_mask=mask)
             shared = repeat_kv(k, 3)
             reread = sdpa(q, shared, repeat_kv(v, 3)) + shared[..., :5, :]
-            return llama, interleaved, given, written, tiled, mixed, masked, reread
+            return llama, interleaved, given, written, meta, tiled, mixed, masked, reread
 
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 6, 5, 16), torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)
@@ -625,9 +628,12 @@ def test_grouped_heads_are_read_as_they_are():
     ep, _ = capture.export_graph(model, (q, k, v, mask), "m.py")
     sdpa = [n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default]
     grouped = [n for n in sdpa if n.kwargs.get("enable_gqa")]
-    assert len(grouped) == 5 and all(n.args[1].op == "placeholder" and n.args[2].op == "placeholder" for n in grouped)
-    assert [n.kwargs.get("scale") for n in grouped] == [None, 0.5, None, 0.25, None]
-    assert len(sdpa) == 7  # the masked one is written out
+    def source(x):  # through permutations
+        return source(x.args[0]) if x.op == "call_function" and x.target is torch.ops.aten.permute.default else x
+
+    assert len(grouped) == 6 and all(source(n.args[i]).op == "placeholder" for n in grouped for i in (1, 2))
+    assert [n.kwargs.get("scale") for n in grouped] == [None, 0.5, None, 0.25, None, None]
+    assert len(sdpa) == 8  # the masked one is written out
     assert not any(n.target is torch.ops.aten.repeat_interleave.self_int for n in ep.graph.nodes)
     got, want = ep.module()(q, k, v, mask), model(q, k, v, mask)
     for g, w in zip(got, want):
