@@ -101,6 +101,19 @@ def flat_args(ep, model, inputs, device):
     return args
 
 
+def _as_captured(result, val):
+    """result laid out with the strides capture saw (val's), where this run's kernel chose others:
+    the graph's views were taken against those (a view that merges the heads of an attention's
+    output is one only when the attention wrote them in the order capture's CPU kernel did, which a
+    GPU backend may not)."""
+    if not isinstance(result, torch.Tensor) or not isinstance(val, torch.Tensor) or result.shape != val.shape:
+        return result
+    strides = [(a, b) for a, b, size in zip(result.stride(), val.stride(), result.shape) if size > 1]
+    if all(a == b for a, b in strides) or any(b == 0 for _, b in strides):  # (a broadcast view stays)
+        return result
+    return torch.empty_strided(val.shape, val.stride(), dtype=result.dtype, device=result.device).copy_(result)
+
+
 class RecordingInterpreter(torch.fx.Interpreter):
     """Runs the graph on one device, keeping CPU copies of the requested values as they appear."""
 
@@ -111,7 +124,7 @@ class RecordingInterpreter(torch.fx.Interpreter):
         self.recorded = {}
 
     def run_node(self, n):
-        result = super().run_node(n)
+        result = _as_captured(super().run_node(n), n.meta.get("val"))
         if n.name in self.wanted:
             if not isinstance(result, torch.Tensor):
                 raise UserError(f"value {n.name!r} is not a tensor when the graph runs")

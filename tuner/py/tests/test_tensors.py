@@ -300,3 +300,19 @@ def test_half_forms_self_check(cli, tmp_path):
     assert all(n["source"] for n in g["nodes"]), [n["name"] for n in g["nodes"] if not n["source"]]
     code, err = run_tensors(cli, tmp_path / "work", g["outputs"], tmp_path / "out", "--self-check")
     assert code == 0, err
+
+
+def test_values_keep_the_strides_capture_saw():
+    # An attention's output in the order capture's CPU kernel wrote it ([b, s, h, d] in memory),
+    # viewed as merged heads: a GPU backend that writes it contiguous gets it laid out as captured,
+    # so the graph's view still holds. Broadcast views and matching layouts pass as they are.
+    captured = torch.empty(2, 5, 3, 4).transpose(1, 2)  # [2, 3, 5, 4] with strides (60, 4, 12, 1)
+    run = torch.randn(2, 3, 5, 4)
+    laid = tensors._as_captured(run, captured)
+    assert laid.stride() == captured.stride() and torch.equal(laid, run)
+    assert laid.transpose(1, 2).view(2, 5, 12).shape == (2, 5, 12)
+    assert tensors._as_captured(run, torch.empty(2, 3, 5, 4)) is run
+    wide = torch.randn(2, 1, 5, 4)
+    assert tensors._as_captured(wide, torch.empty(2, 1, 5, 4).transpose(1, 2).transpose(1, 2)) is wide
+    broadcast = torch.randn(5, 4).expand(2, 3, 5, 4)
+    assert tensors._as_captured(run, broadcast) is run
