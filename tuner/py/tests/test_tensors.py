@@ -316,3 +316,32 @@ def test_values_keep_the_strides_capture_saw():
     assert tensors._as_captured(wide, torch.empty(2, 1, 5, 4).transpose(1, 2).transpose(1, 2)) is wide
     broadcast = torch.randn(5, 4).expand(2, 3, 5, 4)
     assert tensors._as_captured(run, broadcast) is run
+
+
+def test_the_graph_runs_whatever_layout_the_attention_writes():
+    # Capture saw the attention over repeated keys, read as [b, s, h, d] views, write its output
+    # in that order (the CPU's kernel), so the merged heads after it are a view. Reading k and v
+    # as they are (enable_gqa), CUDA runs it in its math backend, which writes the output
+    # contiguous (as AsTheGpuWrites does here): the view taken at capture must still hold when the
+    # reference tensors are computed.
+    class M(torch.nn.Module):
+        def forward(self, q, k, v):
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            y = sdpa(q, k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1))
+            return y.transpose(1, 2).reshape(2, 64, -1) * 2.0
+
+    attention = torch.ops.aten.scaled_dot_product_attention.default
+
+    class AsTheGpuWrites(tensors.RecordingInterpreter):
+        def call_function(self, target, args, kwargs):
+            out = super().call_function(target, args, kwargs)
+            return out.contiguous() if target is attention else out
+
+    q, k, v = torch.randn(2, 64, 8, 32), torch.randn(2, 64, 2, 32), torch.randn(2, 64, 2, 32)
+    model = M()
+    ep, _ = capture.export_graph(model, (q, k, v), "m.py")
+    node = next(n for n in ep.graph.nodes if n.target is attention)
+    assert node.kwargs["enable_gqa"] and not node.meta["val"].is_contiguous()
+    got = AsTheGpuWrites(ep.graph_module, [], "cpu").run(*tensors.flat_args(ep, model, [q, k, v], "cpu"))
+    torch.testing.assert_close(got[0], model(q, k, v))
