@@ -261,6 +261,7 @@ def scale_by_diagonals(gm):
 
 
 _MATMULS = (torch.ops.aten.matmul.default, torch.ops.aten.bmm.default)
+_ATTENTION = torch.ops.aten.scaled_dot_product_attention.default
 _MASK_FILLS = (torch.ops.aten.masked_fill.Scalar, torch.ops.aten.masked_fill_.Scalar)
 _DROPOUTS = (torch.ops.aten.dropout.default, torch.ops.aten.dropout_.default)
 # A mask's fill at or below this after the scalings that follow it is a key left out exactly: the
@@ -465,10 +466,8 @@ def attention_as_one_op(ep):
             else:
                 k = graph.call_function(torch.ops.aten.transpose.int, (kt, -2, -1))
                 k.meta["val"] = kt.meta["val"].transpose(-2, -1)
-            sdpa = graph.call_function(torch.ops.aten.scaled_dot_product_attention.default, (q, k, v),
-                                       {"is_causal": causal, "scale": scale})
-            sdpa.meta["val"] = torch.ops.aten.scaled_dot_product_attention.default(
-                q.meta["val"], k.meta["val"], v.meta["val"], is_causal=causal, scale=scale)
+            sdpa = graph.call_function(_ATTENTION, (q, k, v), {"is_causal": causal, "scale": scale})
+            sdpa.meta["val"] = _ATTENTION(q.meta["val"], k.meta["val"], v.meta["val"], is_causal=causal, scale=scale)
             sdpa.meta["stack_trace"] = out.meta.get("stack_trace")
         out.replace_all_uses_with(sdpa)
         _erase_unused(graph, [out] + replaced)
@@ -480,7 +479,7 @@ def attention_as_one_op(ep):
 
 
 _RESHAPES = (torch.ops.aten.reshape.default, torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
-_ATTENTION = torch.ops.aten.scaled_dot_product_attention.default
+_ATTENTION_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
 def _repeated(node):
@@ -549,8 +548,7 @@ def attention_heads_grouped(gm):
     from .decompose import _attention_fused
     graph = gm.graph
     for sdpa in [n for n in graph.nodes if n.op == "call_function" and n.target is _ATTENTION]:
-        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-        args = {name: sdpa.args[i] if i < len(sdpa.args) else sdpa.kwargs.get(name) for i, name in enumerate(names)}
+        args = {name: sdpa.args[i] if i < len(sdpa.args) else sdpa.kwargs.get(name) for i, name in enumerate(_ATTENTION_ARGS)}
         if args["enable_gqa"] or len(sdpa.args) < 3:
             continue
         q, k, v = sdpa.args[:3]
