@@ -277,14 +277,24 @@ def _roll(x, shifts, dims=()):
     return x
 
 
+def _lstm(inner):
+    """torch's LSTM decomposition, with h_n and c_n in their own shapes: it leaves a dimension of
+    1 in each layer's ([layers, 1, batch, hidden] instead of [layers, batch, hidden]: it squeezes
+    the batch dimension instead of the one it added)."""
+    def lstm(input, hx, params, *args):
+        out, hn, cn = inner(input, hx, params, *args)
+        return out, hn.reshape(hx[0].shape), cn.reshape(hx[1].shape)
+    return lstm
+
+
 def decompositions():
     """Core ATen, plus softmax, log_softmax, vector norms, var, layer, group and batch norm written
     out in reductions and elementwise ops, which the planner fuses back into one row group each;
     max and min over a dimension as their value and index reductions, any and all as a float
     maximum and minimum, indexing by int64 tensors (index, index_select, embedding) as a gather,
     copy_ into a tensor as its source broadcast and converted, roll as cats of slices,
-    interpolation (upsample) as reads at computed indices, and scaled_dot_product_attention kept
-    as one op where one kernel runs it."""
+    interpolation (upsample) as reads at computed indices, LSTM's final states in their shapes, and
+    scaled_dot_product_attention kept as one op where one kernel runs it."""
     from torch._decomp import get_decompositions
     table = torch.export.default_decompositions()
     table.update(get_decompositions([torch.ops.aten._softmax, torch.ops.aten._log_softmax,
@@ -317,4 +327,5 @@ def decompositions():
     table[torch.ops.aten.embedding.default] = _embedding
     table[torch.ops.aten.copy.default] = _copy
     table[torch.ops.aten.roll.default] = _roll
+    table[aten.lstm.input] = _lstm(table[aten.lstm.input])
     return table

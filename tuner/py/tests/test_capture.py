@@ -978,3 +978,27 @@ def test_half_program_reloads_and_keeps_its_outputs(tmp_path):
         for a, b in zip(got, want):
             assert a.dtype == b.dtype
             torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)
+
+
+def test_lstm_final_states_keep_their_shapes():
+    # torch's LSTM decomposition returns h_n and c_n as [layers, 1, batch, hidden] (it squeezes
+    # the wrong dimension); the captured program returns them as the model does, in every form.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = torch.nn.LSTM(7, 5, 2, batch_first=True)
+            self.both = torch.nn.LSTM(7, 6, bidirectional=True, proj_size=3)
+
+        def forward(self, x, h0, c0):
+            _, (h, c) = self.first(x, (h0, c0))
+            out, (hb, cb) = self.both(x)
+            return h, c, out, hb, cb
+
+    torch.manual_seed(0)
+    model = M()
+    inputs = (torch.randn(4, 3, 7), torch.randn(2, 4, 5), torch.randn(2, 4, 5))
+    ep, _ = capture.export_graph(model, inputs, "m.py")
+    got, want = ep.module()(*inputs), model(*inputs)
+    assert [g.shape for g in got] == [w.shape for w in want]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
