@@ -526,6 +526,19 @@ void Planner::materialize_index(const std::string& value) {
   producer_[value] = gi;
 }
 
+void Planner::materialize_constant(const std::string& value) {
+  const ValueInfo& v = g_.value(value);
+  const int gi = chain_group(v.shape, -1, 0);
+  Step step{nullptr, next_var(), false, {}, {}};
+  step.int64 = v.dtype == "int64";
+  step.index_expr = constants_.at(value);
+  const std::string var = step.var;
+  add_step(gi, value, "aten.full.default", std::move(step));
+  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, memory_dtype(value)});
+  memory_[value] = Layout::contiguous(value, v.shape);
+  producer_[value] = gi;
+}
+
 // A float32 or int64 constant made in the graph (scalar_tensor(v), full(size, v),
 // full_like(x, v)): inlined as a literal where it is used.
 void Planner::add_constant(const Node& n, const ValueInfo& out) {
@@ -865,7 +878,7 @@ void Planner::add_anchor(const Node& n, const ValueInfo& out, const Family& fami
   check_result(n, out);
   std::set<std::string> written;  // operands written to memory for this anchor
   for (const auto& [pos, v] : tensor_operands(n)) {
-    if (constants_.count(v)) unsupported(n, "a constant tensor as the operand of " + family.name() + " is not supported");
+    if (constants_.count(v) && !memory_.count(v)) materialize_constant(v);
     if (fused_.count(v)) {
       materialize(v);
       written.insert(v);

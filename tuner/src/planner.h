@@ -83,6 +83,9 @@ class Planner {
   // The values index value or constant v takes (unknown for any other value).
   Range range_of(const std::string& v) const;
   void materialize_index(const std::string& value);
+  // A constant (torch.zeros: an RNN's initial state when it is given none) that an anchor reads
+  // from memory: written by an elementwise group before the anchor's.
+  void materialize_constant(const std::string& value);
 
   // torch.cat: a step over the result picking, by the coordinate along the concatenated
   // dimension, the part it falls in, read from memory (or a constant). Where its first reader is

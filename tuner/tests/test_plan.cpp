@@ -2404,5 +2404,24 @@ TEST(Plan, GroupsWithAnEarlierGroupsKernelRunIt) {
   EXPECT_EQ(q.groups[2].same_as, "g0");
 }
 
+
+// A constant that a product reads (an RNN's zero initial state times W_hh, when nn.RNN is given
+// none) is written by an elementwise group first, then read from memory like any operand.
+TEST(Plan, ConstantOperandsOfAProductAreWrittenFirst) {
+  Graph g = G().value("w", {4, 5}, "parameter")
+                .node("z", "aten.full.default", {json::array({3, 4}), 0.0}, {3, 4})
+                .node("y", "aten.mm.default", {G::ref("z"), G::ref("w")}, {3, 5})
+                .node("s", "aten.add.Tensor", {G::ref("z"), 1.0}, {3, 4})
+                .build({"y", "s"});
+  const Plan p = plan_graph(g);
+  ASSERT_GE(p.groups.size(), 2u);
+  const Group& zeros = p.groups[0];
+  EXPECT_EQ(zeros.family, "elementwise");
+  EXPECT_EQ(zeros.ops.at(0), "aten.full.default");
+  EXPECT_NE(zeros.op_struct.find("= 0.0f;"), std::string::npos) << zeros.op_struct;
+  EXPECT_EQ(p.groups[1].family, "gemm");
+  EXPECT_EQ(p.groups[1].slots[0].layout.base, "z");
+}
+
 }  // namespace
 }  // namespace fusetune
