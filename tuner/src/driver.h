@@ -14,7 +14,7 @@ namespace fusetune {
   X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)       \
   X(cuCtxSynchronize) X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)         \
   X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD32_v2) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload) \
-  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuOccupancyMaxActiveClusters) \
+  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchCooperativeKernel) X(cuOccupancyMaxActiveClusters) \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy_v2)  \
   X(cuGetErrorName) X(cuTensorMapEncodeTiled)
 

@@ -20,12 +20,13 @@ const Family& cublaslt_fp32_family();
 const Family& cudnn_tf32_family();
 const Family& cudnn_fp32_family();
 const Family& attention_family();
+const Family& recurrent_family();
 
 std::vector<const Family*> all_families() {
   return {&elementwise_family(),    &gemm_family(),           &gemm_tma_family(),      &gemm_3xtf32_family(),
           &cublaslt_tf32_family(),  &cublaslt_fp32_family(),  &reduce_family(),        &reduce_thread_family(),
           &reduce_split_family(),   &reduce_cluster_family(), &reduce_cluster_smem_family(), &reduce_tile_family(),
-          &cudnn_tf32_family(),     &cudnn_fp32_family(),     &attention_family()};
+          &cudnn_tf32_family(),     &cudnn_fp32_family(),     &attention_family(),      &recurrent_family()};
 }
 
 std::vector<const Family*> families_for(const Group& g, const std::string& arch, std::vector<std::string>* refused) {

@@ -38,6 +38,9 @@ class Family {
     why = "not an anchor";
     return false;
   }
+  // Planner rule: whether elementwise ops over the anchor's output may join its group (its kernel
+  // then applies them as it stores); false keeps the group to the anchor alone.
+  virtual bool takes_epilogue() const { return true; }
   // Planner rule: whether the kernels of this family's groups read their slots' sizes and strides
   // from KernelArgs (GEMM and convolution operands; at most kMaxRank dimensions, so a deeper slot
   // there is an internal error). Other kernels have every offset as literals.

@@ -347,6 +347,9 @@ CUresult Worker::launch(CUfunction f, const json& cand, const std::vector<unsign
   std::vector<void*> params = {&a};  // then the tensor maps, further __grid_constant__ parameters
   for (const TmaMap& map : maps) params.push_back(const_cast<TmaMap*>(&map));  // only read
   if (cand.contains("split_tail")) params.push_back(&split_ws);
+  if (cand.value("cooperative", false))  // {"cooperative": true}: every block resident at once, or an error
+    return Driver::get().cuLaunchCooperativeKernel(f, g[0], g[1], g[2], b[0], b[1], b[2],
+                                                   cand.at("shared_bytes").get<unsigned>(), stream, params.data());
   return Driver::get().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2], cand.at("shared_bytes").get<unsigned>(),
                                       stream, params.data(), nullptr);
 }
@@ -506,6 +509,9 @@ void Worker::run_candidate(const json& cand) {
       finish("fault", cu_error_name(r));
       std::exit(3);  // the context is lost; the parent starts a fresh worker for the rest
     }
+    if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)  // a config for a larger GPU than this one
+      return finish("unavailable", std::to_string(grid[0] * grid[1] * grid[2]) +
+                                       " blocks cannot all be resident at once on this GPU (a cooperative launch)");
     return finish("out_of_resources", "launch failed: " + launch_error(r));
   }
   result["check"] = check_outputs();

@@ -1062,7 +1062,9 @@ bool Planner::has_room(int gi, int loads) const {
 
 int Planner::latest_group_over(int64_t numel, int after, const std::function<int(int)>& loads) const {
   for (int gi = (int)groups_.size() - 1; gi > after; --gi)
-    if (!is_row_group(gi) && groups_[gi].group.numel() == numel && has_room(gi, loads(gi))) return gi;
+    if (!is_row_group(gi) && groups_[gi].group.numel() == numel && planner_family(groups_[gi].group.family).takes_epilogue() &&
+        has_room(gi, loads(gi)))
+      return gi;
   return -1;
 }
 

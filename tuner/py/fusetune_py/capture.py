@@ -18,6 +18,7 @@ from .decompose import decompositions
 from .graph_passes import (attention_as_one_op, attention_heads_grouped, fold_operand_scales, push_gathers,
                            reuse_cat_prefixes, scale_by_diagonals, split_long_cats)
 from .half import MODEL_DTYPE, compute_half_in_float32
+from .recurrent import lstm_as_one_op
 
 FORMAT = "fusetune-graph"
 VERSION = 1
@@ -261,6 +262,7 @@ def _export(model, inputs, model_path, originals):
                 scale_by_diagonals(ep.graph_module)  # before the decompositions write diag out
                 masks = attention_as_one_op(ep)  # before they write softmax out
                 attention_heads_grouped(ep.graph_module)
+                lstm_as_one_op(ep.graph_module)  # before the decompositions write it out step by step
                 ep = ep.run_decompositions(decompositions())
     except Exception as e:
         found = _changed_in_place(model, str(e), originals)
