@@ -565,5 +565,21 @@ TEST(Compile, IdenticalJobsCompileOnce) {
   EXPECT_EQ(list_files(cache, ".cubin").size(), 1u);
 }
 
+// The persistent LSTM kernel: every config, for a two-layer LSTM of irregular sizes (batch 3,
+// hidden units that no U divides) read batch first.
+TEST(Compile, EveryRecurrentInstance) {
+  const int64_t T = 5, B = 3, I = 7, H = 37, L = 2;
+  const int64_t packed = 4 * H * (I + H) + 8 * H + 8 * H * H + 8 * H, out = T * B * H + 2 * L * B * H;
+  Graph g = G().value("xb", {B, T, I}, "input").value("h0", {L, B, H}, "input").value("w", {packed}, "parameter")
+                .node("x", "aten.transpose.int", {G::ref("xb"), 0, 1}, {T, B, I})
+                .node("r", "fusetune.lstm.default", {G::ref("x"), G::ref("h0"), G::ref("h0"), G::ref("w"), L}, {out})
+                .build({"r"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 1u);
+  std::vector<std::string> names;
+  compile_space(p.groups[0], Compiler(templates(), "sm_90", scratch_dir("recurrent")), &names);
+  EXPECT_EQ(names.size(), 6u);
+}
+
 }  // namespace
 }  // namespace fusetune

@@ -230,6 +230,30 @@ TEST(Emit, AttentionGroupsBuild) {
   EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
 }
 
+// An LSTM: a recurrent group launched cooperatively, with its workspace kept per device; the
+// packed weights' cat and the zero state are elementwise groups.
+TEST(Emit, RecurrentGroupBuilds) {
+  const Captured cap = capture_copy(std::string(FUSETUNE_TEST_DATA) + "/small_lstm.py");
+  std::map<std::string, KernelChoice> kernels;
+  std::vector<std::string> recurrent;
+  for (const Group& gr : cap.plan.groups) {
+    const bool lstm = gr.family == "recurrent";
+    kernels[gr.id] = lstm ? KernelChoice{"recurrent", "recurrent.cuh"} : KernelChoice{"elementwise", "elementwise.cuh"};
+    if (lstm) recurrent.push_back(gr.id);
+  }
+  ASSERT_EQ(recurrent.size(), 1u);
+  emit_extension(cap.g, cap.plan, cap.o.out, cap.o.model, kernels);
+  const std::string cu = read_file(path_join(cap.o.out, "extension/kernels/" + recurrent[0] + ".cu"));
+  EXPECT_NE(cu.find("#include \"recurrent.cuh\"\n#include \"recurrent_launch.h\""), std::string::npos) << cu;
+  EXPECT_NE(cu.find("cudaLaunchCooperativeKernel((const void*)&fusetune::lstm_kernel<tuned::U, 11, 3, 7, 13, 2>"),
+            std::string::npos) << cu;
+  const std::string binding = read_file(path_join(cap.o.out, "extension/kernels/" + recurrent[0] + "_binding.cpp"));
+  EXPECT_NE(binding.find("workspaces"), std::string::npos) << binding;
+  write_first_config_best(cap.o, cap.g, cap.plan, kernels);
+  ASSERT_NO_THROW(stage_build(cap.o));
+  EXPECT_FALSE(list_files(path_join(cap.o.out, "extension"), ".so").empty());
+}
+
 // State that forward updates in place (a running mean kept as a buffer): its group's binding
 // stores the new value into the model's buffer after the kernel ran.
 TEST(Emit, StateUpdates) {

@@ -2423,5 +2423,48 @@ TEST(Plan, ConstantOperandsOfAProductAreWrittenFirst) {
   EXPECT_EQ(p.groups[1].slots[0].layout.base, "z");
 }
 
+// A multi-layer LSTM (fusetune::lstm, which capture makes of nn.LSTM): one recurrent group
+// reading x through its strides, h0, c0 and the packed weights, writing its whole output; no
+// elementwise op of the same size joins it (the kernel applies none), and what reads its parts
+// reads them as views of that output.
+TEST(Plan, LstmIsOneRecurrentGroup) {
+  const int64_t T = 6, B = 3, I = 7, H = 9, L = 2;
+  const int64_t packed = 4 * H * (I + H) + 8 * H + 8 * H * H + 8 * H, out = T * B * H + 2 * L * B * H;
+  Graph g = G().value("xb", {B, T, I}, "input").value("h0", {L, B, H}, "input").value("c0", {L, B, H}, "input")
+                .value("w", {packed}, "parameter").value("z", {out}, "input")
+                .node("x", "aten.transpose.int", {G::ref("xb"), 0, 1}, {T, B, I})
+                .node("r", "fusetune.lstm.default", {G::ref("x"), G::ref("h0"), G::ref("c0"), G::ref("w"), L}, {out})
+                .node("s", "aten.slice.Tensor", {G::ref("r"), 0, 0, T * B * H}, {T * B * H})
+                .node("y", "aten.view.default", {G::ref("s"), {T, B, H}}, {T, B, H})
+                .node("y2", "aten.mul.Tensor", {G::ref("y"), 2.0}, {T, B, H})
+                .node("z2", "aten.mul.Tensor", {G::ref("z"), 3.0}, {out})
+                .build({"y2", "z2"});
+  const Plan p = plan_graph(g);
+  ASSERT_EQ(p.groups.size(), 3u);
+  const Group& gr = p.groups[0];
+  EXPECT_EQ(gr.family, "recurrent");
+  EXPECT_EQ(gr.ops, (std::vector<std::string>{"fusetune.lstm.default"}));
+  EXPECT_EQ(std::make_tuple(gr.m, gr.batch, gr.k, gr.n), std::make_tuple(T, B, I, H));
+  ASSERT_EQ(gr.slots.size(), 5u);
+  EXPECT_EQ(gr.slots[0].layout.strides, (std::vector<int64_t>{I, T * I, 1}));  // batch first, read as it is
+  EXPECT_EQ(gr.slots[4].access, Access::Output);
+  EXPECT_EQ(gr.slots[4].layout.sizes, (std::vector<int64_t>{out}));
+  EXPECT_EQ(p.groups[1].family, "elementwise");
+  EXPECT_EQ(p.groups[2].family, "elementwise");
+}
+
+TEST(Plan, LstmFormsTheKernelCannotRunAreRefused) {
+  auto lstm = [](std::vector<int64_t> x, std::vector<int64_t> h, int64_t layers, int64_t out, int64_t packed = 4 * 3 * 8 + 24) {
+    return G().value("x", x, "input").value("h", h, "input").value("w", {packed}, "parameter")
+        .node("r", "fusetune.lstm.default", {G::ref("x"), G::ref("h"), G::ref("h"), G::ref("w"), layers}, {out})
+        .build({"r"});
+  };
+  expect_refusal(lstm({4, 17, 5}, {1, 17, 3}, 1, 4 * 17 * 3 + 2 * 17 * 3), "B <= 16");
+  expect_refusal(lstm({4, 2, 5}, {2, 2, 3}, 1, 4 * 2 * 3 + 4 * 2 * 3), "B <= 16");  // h0's layers
+  expect_refusal(lstm({4, 5}, {1, 2, 3}, 1, 10), "x must be [T, B, I]");
+  expect_refusal(lstm({4, 2, 5}, {1, 2, 3}, 1, 7), "an output other than");
+  expect_refusal(lstm({4, 2, 5}, {1, 2, 3}, 1, 4 * 2 * 3 + 2 * 2 * 3, 100), "weights packed other than");
+}
+
 }  // namespace
 }  // namespace fusetune

@@ -1002,3 +1002,48 @@ def test_lstm_final_states_keep_their_shapes():
     assert [g.shape for g in got] == [w.shape for w in want]
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+def test_lstms_become_one_op_each():
+    # nn.LSTM in the forms the recurrent kernel runs (batch first or time first, several layers,
+    # an initial state given or not) becomes fusetune::lstm on its packed weights; the others
+    # (bidirectional, over 16 batch rows, a projection) are written out as before.
+    # The captured program computes what the model does either way.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = torch.nn.LSTM(7, 9, 2, batch_first=True)
+            self.time = torch.nn.LSTM(9, 5)
+            self.stateless = torch.nn.LSTM(9, 5)
+            self.both = torch.nn.LSTM(9, 5, bidirectional=True)
+            self.wide = torch.nn.LSTM(7, 5, batch_first=True)
+            self.projected = torch.nn.LSTM(9, 6, proj_size=4)
+
+        def forward(self, x, h0, c0, h1, c1, many):
+            out, (h, c) = self.first(x, (h0, c0))
+            seq = out.transpose(0, 1)  # [T, B, 9], read through strides
+            y, (hn, cn) = self.time(seq, (h1, c1))
+            return (out * 2, h, c + 1, y[-1], hn, cn, self.stateless(seq)[0], self.both(seq)[0],
+                    self.wide(many)[1][0], self.projected(seq)[0])
+
+    torch.manual_seed(0)
+    model = M()
+    inputs = (torch.randn(3, 6, 7), torch.randn(2, 3, 9), torch.randn(2, 3, 9), torch.randn(1, 3, 5),
+              torch.randn(1, 3, 5), torch.randn(17, 4, 7))
+    ep, _ = capture.export_graph(model, inputs, "m.py")
+    ops = [n for n in ep.graph.nodes if n.op == "call_function"]
+    lstms = [n for n in ops if n.target is torch.ops.fusetune.lstm.default]
+    assert [n.args[4] for n in lstms] == [2, 1, 1]
+    assert not any(n.target is torch.ops.aten.lstm.input for n in ops)  # the others written out
+    weights = [n.args[3] for n in lstms]
+    assert all(w.target is torch.ops.aten.cat.default for w in weights)
+    got, want = ep.module()(*inputs), model(*inputs)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
+def test_lstm_kernel_limits_match_the_search_space():
+    # Capture keeps an LSTM whole only where a config of configs/recurrent.json fits.
+    from fusetune_py import recurrent
+    space = json.load(open(os.path.join(PY_DIR, "..", "..", "configs", "recurrent.json")))
+    assert tuple(space["params"]["U"]) == recurrent.UNITS
+    assert recurrent.kernel_fits(10, 128, 256, 6)  # KernelBench's LSTMs
+    assert not recurrent.kernel_fits(10, 1024, 1024, 6)  # rows past shared memory, or too many blocks

@@ -269,6 +269,11 @@ GPU_FAMILY_PLANS = {
     # and the decay's product in its epilogue, h2o, the decay's sum (its new level), the copy of
     # h0 into c0.
     "hidden_state.py": ["elementwise", "elementwise", "gemm", "gemm", "elementwise", "elementwise"],
+    # Each LSTM one recurrent group after the cats packing its weights (the first's 12 parameters
+    # in two levels of cats; the third's zero state written first), then the tanh and scale of the
+    # first's output, c + 1, and copies of the outputs that are views of the LSTMs' outputs.
+    "lstm_forms.py": ["elementwise", "elementwise", "recurrent", "elementwise", "recurrent", "elementwise",
+                      "elementwise", "recurrent"] + ["elementwise"] * 7,
 }
 
 
