@@ -53,6 +53,15 @@ std::string shared_memory_opt_in(const Family& f, const Group& g, const ParamTex
          ", cudaFuncAttributeMaxDynamicSharedMemorySize, (int)" + f.launch_expr(g, p) + ".shared_bytes);\n  (void)opt_in;\n";
 }
 
+bool operands_float32(const Group& g, int count, std::string& why) {
+  for (int s = 0; s < count; ++s)
+    if (g.slots.at(s).dtype != "float32") {
+      why = "operands other than float32";
+      return false;
+    }
+  return true;
+}
+
 const Family& family_by_name(const std::string& name) {
   for (const Family* f : all_families())
     if (f->name() == name) return *f;

@@ -131,6 +131,9 @@ std::string half_operand_precision(const Group& g);
 // A @ B); its family refuses such a B unless it is contiguous along n.
 bool gemm_tma_b_mn(const Group& g);
 
+// Whether group g's first `count` slots (its anchor's operands) are float32; `why` says not.
+bool operands_float32(const Group& g, int count, std::string& why);
+
 // Whether slot layout l's sizes and strides go into KernelArgs (at most kMaxRank dimensions).
 // Only groups whose planner family reads_slot_dims need them; other slots may have more
 // dimensions (an einsum's broadcast products), left out of KernelArgs.

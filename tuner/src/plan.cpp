@@ -509,34 +509,27 @@ void Planner::materialize_index(const std::string& value) {
   const Layout& view = index_values_.at(value);
   const ValueInfo& v = g_.value(value);
   FT_CHECK(view.sizes == v.shape, "index value " + value + " viewed with another shape");
-  // It reads nothing: the latest elementwise group over as many elements takes it (reads_index
-  // keeps that group from becoming a row group that could read it back), else a new group.
-  int gi = -1;
-  for (int g = (int)groups_.size() - 1; g >= 0 && gi < 0; --g)
-    if (groups_[g].group.family == "elementwise" && groups_[g].group.numel() == numel_of(v.shape) && has_room(g, 0)) gi = g;
-  if (gi < 0) gi = new_group("elementwise", v.shape);
-  Step step{nullptr, next_var(), false, {}, {}};
-  step.int64 = v.dtype == "int64";
-  step.index_expr = index_expr(view, "idx", step);
-  groups_[gi].reads_index = true;
-  const std::string var = step.var;
-  add_step(gi, value, iotas_.count(view.base) ? iotas_.at(view.base).op : derived_.at(view.base)->op, std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, memory_dtype(value)});  // a bool as float 0 / 1
-  memory_[value] = Layout::contiguous(value, v.shape);
-  producer_[value] = gi;
+  const std::string op = iotas_.count(view.base) ? iotas_.at(view.base).op : derived_.at(view.base)->op;
+  // reads_index keeps the group from becoming a row group that could read it back.
+  groups_[write_unread(value, op, [&](Step& step) { return index_expr(view, "idx", step); })].reads_index = true;
 }
 
 void Planner::materialize_constant(const std::string& value) {
+  write_unread(value, "aten.full.default", [&](Step&) { return constants_.at(value); });
+}
+
+int Planner::write_unread(const std::string& value, const std::string& op, const std::function<std::string(Step&)>& expr) {
   const ValueInfo& v = g_.value(value);
   const int gi = chain_group(v.shape, -1, 0);
   Step step{nullptr, next_var(), false, {}, {}};
   step.int64 = v.dtype == "int64";
-  step.index_expr = constants_.at(value);
+  step.index_expr = expr(step);
   const std::string var = step.var;
-  add_step(gi, value, "aten.full.default", std::move(step));
-  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, memory_dtype(value)});
+  add_step(gi, value, op, std::move(step));
+  groups_[gi].group.outputs.push_back(GroupOutput{value, var, v.shape, memory_dtype(value)});  // a bool as float 0 / 1
   memory_[value] = Layout::contiguous(value, v.shape);
   producer_[value] = gi;
+  return gi;
 }
 
 // A float32 or int64 constant made in the graph (scalar_tensor(v), full(size, v),

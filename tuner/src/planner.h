@@ -86,6 +86,9 @@ class Planner {
   // A constant (torch.zeros: an RNN's initial state when it is given none) that an anchor reads
   // from memory: written by an elementwise group before the anchor's.
   void materialize_constant(const std::string& value);
+  // Value v, which reads no tensor (expr(step): its expression at element idx), written by the
+  // latest elementwise group over as many elements, else a new one; returns that group.
+  int write_unread(const std::string& value, const std::string& op, const std::function<std::string(Step&)>& expr);
 
   // torch.cat: a step over the result picking, by the coordinate along the concatenated
   // dimension, the part it falls in, read from memory (or a constant). Where its first reader is

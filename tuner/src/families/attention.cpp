@@ -90,14 +90,7 @@ class Attention : public Family {
     return true;
   }
 
-  bool supports(const Group& g, std::string& why) const override {
-    for (int s = 0; s < 3; ++s)
-      if (g.slots.at(s).dtype != "float32") {
-        why = "operands other than float32";
-        return false;
-      }
-    return true;
-  }
+  bool supports(const Group& g, std::string& why) const override { return operands_float32(g, 3, why); }
   // TF32 products under the tf32 policy only; 3xTF32 (float32's accuracy) under either, and only
   // tiles that fit a block's shared memory.
   bool allowed(const Group& g, const Config& c, const std::string& policy) const override {

@@ -61,14 +61,7 @@ class Recurrent : public Family {
     return true;
   }
 
-  bool supports(const Group& g, std::string& why) const override {
-    for (int s = 0; s < 4; ++s)
-      if (g.slots.at(s).dtype != "float32") {
-        why = "operands other than float32";
-        return false;
-      }
-    return true;
-  }
+  bool supports(const Group& g, std::string& why) const override { return operands_float32(g, 4, why); }
   // Configs whose blocks' rows fit shared memory.
   bool allowed(const Group& g, const Config& c, const std::string&) const override {
     const LstmSizes s = sizes_of(g);
